@@ -1,0 +1,3 @@
+"""Root conftest: thin on purpose. Fixtures live in the named modules below."""
+
+pytest_plugins = ["tests.fix_db", "tests.fix_mocks"]

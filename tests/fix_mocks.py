@@ -1,0 +1,1 @@
+"""Mock remote fixtures (filled in by the mock work)."""
