@@ -1,0 +1,115 @@
+"""``python -m agent_runtime``: run an agent, the demo, and the local database.
+
+Exit codes: 0 done, 1 injected crash, 2 bad usage or configuration, 3 the run
+failed for good, 4 stopped but resumable (retry later), 5 another worker owns
+the run. Environment variables are read here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Sequence
+
+from . import config, db, dbsource, logfmt
+from .errors import EXIT_USAGE, AgentRuntimeError
+from .records import Lease
+from .worker import Worker
+
+log = logging.getLogger("agent_runtime")
+
+
+def _new_run_id() -> str:
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+def database_url(settings: config.Settings) -> str:
+    """DATABASE_URL if set, else the persistent local cluster (started if needed)."""
+    return settings.database_url or dbsource.cli_database_url()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = config.from_env()
+    run_id = args.run_id or os.environ.get("RUN_ID") or _new_run_id()
+    url = database_url(settings)
+    worker = Worker.open(settings, url, owner=args.owner)
+    try:
+        lease = None
+        if args.owner is not None and args.generation is not None:
+            lease = Lease(run_id=run_id, owner=args.owner, generation=args.generation)
+        worker.run(run_id, lease=lease, create=lease is None)
+    finally:
+        worker.close()
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    home = dbsource.default_home()
+    if args.action == "start" or args.action == "url":
+        url = dbsource.cli_database_url(home)
+        print(url)
+    elif args.action == "stop":
+        dbsource.stop_cli_cluster(home)
+        print(f"stopped the local cluster under {home}")
+    else:
+        print(json.dumps(dbsource.cli_cluster_status(home), indent=2, default=str))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo()
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    settings = config.from_env()
+    with db.connection(database_url(settings)) as conn:
+        db.ensure_schema(conn)
+    print("schema applied")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agent_runtime",
+        description="A durable agent loop: provisions a server, a database and a DNS record, "
+        "and survives a crash at any step.",
+        epilog="Environment: RUN_ID, CRASH_AT, CRASH_SEQ, DATABASE_URL, CLOUD_URL, MODEL_URL, "
+        "LEASE, HEARTBEAT. Exit codes: 0 done, 1 injected crash, 2 usage, 3 run failed, "
+        "4 stopped but resumable, 5 run owned by another worker.",
+    )
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="run (or resume) one agent run (the default command)")
+    run.add_argument("--run-id", help="the run to start or resume (default: $RUN_ID or new)")
+    run.add_argument("--owner", help=argparse.SUPPRESS)  # set by the supervisor
+    run.add_argument("--generation", type=int, help=argparse.SUPPRESS)
+    run.set_defaults(func=cmd_run)
+    demo = sub.add_parser("demo", help="crash an agent twice and watch it resume")
+    demo.set_defaults(func=cmd_demo)
+    dbp = sub.add_parser("db", help="the local PostgreSQL the CLI starts by itself")
+    dbp.add_argument("action", choices=("start", "stop", "status", "url"))
+    dbp.set_defaults(func=cmd_db)
+    schema = sub.add_parser("schema", help="apply schema.sql to the database (idempotent)")
+    schema.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logfmt.install()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["run", *(argv or [])])
+    try:
+        code: int = args.func(args)
+    except AgentRuntimeError as exc:
+        log.error("%s error=%r", type(exc).__name__, str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return EXIT_USAGE
+    return code

@@ -1,0 +1,39 @@
+"""The one clock lease logic reads: ``cr_now()`` in the database.
+
+``cr_now()`` is the server's clock plus a skew kept in the ``cr_clock`` table, so
+moving it moves time for every worker and supervisor on that database at once.
+Tests expire a lease by advancing the skew past it; nobody sleeps.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from . import db
+
+
+def now(conn: db.Connection) -> datetime:
+    row = conn.execute("SELECT cr_now() AS now").fetchone()
+    assert row is not None
+    value: datetime = row["now"]
+    return value
+
+
+def skew(conn: db.Connection) -> timedelta:
+    row = conn.execute("SELECT skew FROM cr_clock WHERE singleton").fetchone()
+    assert row is not None
+    value: timedelta = row["skew"]
+    return value
+
+
+def set_skew(conn: db.Connection, seconds: float) -> None:
+    conn.execute("UPDATE cr_clock SET skew = make_interval(secs => %s) WHERE singleton", (seconds,))
+
+
+def advance(conn: db.Connection, seconds: float) -> datetime:
+    """Move the clock forward by ``seconds`` for everyone; returns the new time."""
+    conn.execute(
+        "UPDATE cr_clock SET skew = skew + make_interval(secs => %s) WHERE singleton",
+        (seconds,),
+    )
+    return now(conn)

@@ -1,0 +1,105 @@
+"""Settings of a worker and a supervisor, with their defaults and their checks.
+
+Environment variables are read here and only here (``from_env``), at the CLI
+edge; the library itself takes a :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from .crash import CrashPlan
+from .errors import ConfigError
+
+LEASE = 12.0  # seconds a claim is good for without a heartbeat
+HEARTBEAT = 3.0  # seconds between lease renewals
+POLL = 3.0  # seconds between supervisor sweeps
+MODEL_TIMEOUT = 30.0  # seconds for one model answer
+TOOL_TIMEOUT = 10.0  # seconds for one cloud request
+TOOL_RETRIES = 3  # extra attempts at a cloud request after a 5xx or a timeout
+RETRY_BACKOFF = 0.2  # seconds before the first retry, doubled each time
+MAX_ATTEMPTS = 5  # claims without progress before the supervisor gives up on a run
+MAX_WORKERS = 4  # worker processes one supervisor runs at once
+CLOUD_URL = "http://127.0.0.1:8001"
+MODEL_URL = "http://127.0.0.1:8002"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    database_url: str | None = None  # None: the CLI's own local cluster
+    cloud_url: str = CLOUD_URL
+    model_url: str = MODEL_URL
+    lease: float = LEASE
+    heartbeat: float = HEARTBEAT
+    poll: float = POLL
+    model_timeout: float = MODEL_TIMEOUT
+    tool_timeout: float = TOOL_TIMEOUT
+    tool_retries: int = TOOL_RETRIES
+    retry_backoff: float = RETRY_BACKOFF
+    max_attempts: int = MAX_ATTEMPTS
+    max_workers: int = MAX_WORKERS
+    crash: CrashPlan = field(default_factory=CrashPlan)
+
+    def __post_init__(self) -> None:
+        for name in ("lease", "heartbeat", "poll", "model_timeout", "tool_timeout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value}")
+        if self.heartbeat >= self.lease:
+            raise ConfigError(
+                f"heartbeat ({self.heartbeat}s) must be shorter than the lease ({self.lease}s), "
+                "or a live worker's lease would expire between two renewals"
+            )
+        if self.retry_backoff < 0 or not math.isfinite(self.retry_backoff):
+            raise ConfigError(f"retry_backoff must be >= 0 seconds, got {self.retry_backoff}")
+        for name in ("tool_retries",):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("max_attempts", "max_workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    def with_changes(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from exc
+
+
+def _integer(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from exc
+
+
+def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+    """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
+    ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``; keyword overrides win."""
+    env = os.environ if env is None else env
+    crash_at = env.get("CRASH_AT") or None
+    crash = CrashPlan(point=crash_at, seq=_integer(env, "CRASH_SEQ", None))
+    values: dict[str, object] = {
+        "database_url": env.get("DATABASE_URL") or None,
+        "cloud_url": env.get("CLOUD_URL") or CLOUD_URL,
+        "model_url": env.get("MODEL_URL") or MODEL_URL,
+        "lease": _number(env, "LEASE", LEASE),
+        "heartbeat": _number(env, "HEARTBEAT", HEARTBEAT),
+        "poll": _number(env, "POLL", POLL),
+        "crash": crash,
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**values)  # type: ignore[arg-type]

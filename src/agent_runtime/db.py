@@ -1,0 +1,107 @@
+"""Connections and the schema: the one boundary where database errors become ours."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+
+from .errors import DatabaseError
+from .queries import query, schema_text
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 5  # seconds to reach the server before giving up
+SCHEMA_LOCK = 7_300_105  # advisory lock key serialising schema creation
+
+Row = dict[str, Any]
+Connection = psycopg.Connection[Row]
+
+
+def describe(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparseable database URL>"
+    host = info.get("host") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+
+
+def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
+    """One autocommit connection with server-side prepared statements from the first use."""
+    try:
+        conn = psycopg.connect(
+            url,
+            autocommit=True,
+            row_factory=dict_row,
+            prepare_threshold=0,
+            connect_timeout=CONNECT_TIMEOUT,
+            application_name=application_name,
+        )
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(f"cannot reach the database at {describe(url)}: {reason}") from exc
+    except psycopg.ProgrammingError as exc:
+        raise DatabaseError(f"invalid database URL: {exc}") from exc
+    return conn
+
+
+def has_schema(conn: Connection) -> bool:
+    row = conn.execute(
+        "SELECT to_regclass('run_claims') IS NOT NULL AND to_regprocedure('cr_now()') IS NOT NULL"
+        " AS ok",
+        prepare=False,
+    ).fetchone()
+    return bool(row and row["ok"])
+
+
+def ensure_schema(conn: Connection) -> None:
+    """Create the tables unless they are there; safe to call from many processes at once."""
+    if has_schema(conn):
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,), prepare=False)
+        conn.execute(schema_text(), prepare=False)
+    log.info("schema-applied db=%s", describe_conn(conn))
+
+
+def require_schema(conn: Connection) -> None:
+    if not has_schema(conn):
+        raise DatabaseError(
+            f"the database {describe_conn(conn)} has no crashresume schema; run any worker once "
+            "(it applies schema.sql), or: psql <url> -f schema.sql"
+        )
+
+
+def describe_conn(conn: Connection) -> str:
+    info = conn.info
+    return f"{info.host}:{info.port}/{info.dbname}"
+
+
+def run(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    """Execute a named query and return its rows (empty for statements without any)."""
+    try:
+        cur = conn.execute(query(name), params or {})
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"database connection failed during {name}: {exc}") from exc
+    return cur.fetchall() if cur.description is not None else []
+
+
+def one(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
+    rows = run(conn, name, params)
+    return rows[0] if rows else None
+
+
+@contextmanager
+def connection(url: str, *, application_name: str = "agent_runtime") -> Iterator[Connection]:
+    conn = connect(url, application_name=application_name)
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -1,0 +1,173 @@
+"""The journal: fenced writes of decisions, intents, confirms and run status.
+
+Every write names the :class:`Lease` it is made under. If the run has been
+claimed by someone else since (a higher generation), the write changes nothing
+and raises :class:`LeaseLost`: a worker that lost its run stops at its next write.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from . import db
+from .errors import LeaseLost, RunNotFound
+from .records import Decision, History, Lease, Run, ToolCall, idempotency_key
+
+log = logging.getLogger(__name__)
+
+
+class Journal:
+    def __init__(self, conn: db.Connection) -> None:
+        self.conn = conn
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> Run | None:
+        row = db.one(self.conn, "get_run", {"run": run_id})
+        return Run.from_row(row) if row else None
+
+    def require_run(self, run_id: str) -> Run:
+        run = self.get_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        return run
+
+    def history(self, run_id: str) -> History:
+        decisions = {
+            d.seq: d
+            for d in map(Decision.from_row, db.run(self.conn, "load_decisions", {"run": run_id}))
+        }
+        calls = {
+            c.seq: c
+            for c in map(ToolCall.from_row, db.run(self.conn, "load_tool_calls", {"run": run_id}))
+        }
+        return History(decisions=decisions, calls=calls)
+
+    # -- run lifecycle -------------------------------------------------------------------
+
+    def create_run(self, run_id: str) -> None:
+        db.run(self.conn, "create_run", {"run": run_id})
+
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        lease: float,
+        *,
+        dead_owner: str | None = None,
+        dead_generation: int | None = None,
+    ) -> Lease | None:
+        row = db.one(
+            self.conn,
+            "claim_run",
+            {
+                "run": run_id,
+                "owner": owner,
+                "lease": lease,
+                "dead_owner": dead_owner,
+                "dead_generation": dead_generation,
+            },
+        )
+        if row is None:
+            return None
+        return Lease(run_id=run_id, owner=owner, generation=row["generation"])
+
+    def _fenced(self, name: str, lease: Lease, what: str, **params: Any) -> dict[str, Any]:
+        row = db.one(
+            self.conn,
+            name,
+            {"run": lease.run_id, "owner": lease.owner, "generation": lease.generation, **params},
+        )
+        if row is None:
+            raise LeaseLost(
+                f"run {lease.run_id} is no longer ours (generation {lease.generation}); "
+                f"{what} not written"
+            )
+        return row
+
+    def renew(self, lease: Lease, seconds: float) -> datetime:
+        row = self._fenced("renew_lease", lease, "lease renewal", seconds=seconds)
+        expires: datetime = row["lease_expires_at"]
+        return expires
+
+    def check_owner(self, lease: Lease, what: str) -> None:
+        self._fenced("check_owner", lease, what)
+
+    def finish(self, lease: Lease) -> None:
+        self._fenced("finish_run", lease, "run completion")
+
+    def fail(self, lease: Lease, reason: str) -> None:
+        self._fenced("fail_run", lease, "run failure", reason=reason)
+
+    def release(self, lease: Lease, reason: str, delay: float = 0.0) -> bool:
+        return (
+            db.one(
+                self.conn,
+                "release_run",
+                {
+                    "run": lease.run_id,
+                    "owner": lease.owner,
+                    "generation": lease.generation,
+                    "reason": reason,
+                    "delay": delay,
+                },
+            )
+            is not None
+        )
+
+    # -- the three writes of a step ------------------------------------------------------
+
+    def record_decision(self, lease: Lease, seq: int, tool: str, args: dict[str, Any]) -> Decision:
+        row = self._fenced(
+            "record_decision", lease, f"decision seq={seq}", seq=seq, tool=tool, args=Jsonb(args)
+        )
+        return Decision(
+            seq=seq,
+            tool=tool,
+            args=args,
+            llm_call=row["llm_call"],
+            generation=lease.generation,
+            decided_at=row["decided_at"],
+        )
+
+    def record_intent(self, lease: Lease, seq: int) -> ToolCall:
+        key = idempotency_key(lease.run_id, seq)
+        row = self._fenced("record_intent", lease, f"intent seq={seq}", seq=seq, key=key)
+        return ToolCall(
+            seq=seq,
+            idem_key=key,
+            state="intent",
+            result=None,
+            remote_status=None,
+            generation=lease.generation,
+            confirm_generation=None,
+            intent_at=row["intent_at"],
+            confirmed_at=None,
+        )
+
+    def record_confirm(
+        self, lease: Lease, call: ToolCall, result: dict[str, Any], remote_status: str
+    ) -> ToolCall:
+        row = self._fenced(
+            "record_confirm",
+            lease,
+            f"confirm seq={call.seq}",
+            seq=call.seq,
+            result=Jsonb(result),
+            remote=remote_status,
+        )
+        return ToolCall(
+            seq=call.seq,
+            idem_key=call.idem_key,
+            state="confirmed",
+            result=result,
+            remote_status=remote_status,
+            generation=call.generation,
+            confirm_generation=lease.generation,
+            intent_at=call.intent_at,
+            confirmed_at=row["confirmed_at"],
+        )

@@ -1,0 +1,104 @@
+"""Rows of the three tables as frozen, keyword-only dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    id: str
+    status: str
+    owner: str | None
+    generation: int
+    lease_expires_at: datetime | None
+    llm_calls: int
+    attempts: int
+    failure: str | None
+    created_at: datetime
+    updated_at: datetime
+    now: datetime  # the database clock (cr_now()) when the row was read
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Run:
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+
+    @property
+    def lease_live(self) -> bool:
+        return (
+            self.owner is not None
+            and self.lease_expires_at is not None
+            and self.lease_expires_at > self.now
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    seq: int
+    tool: str
+    args: dict[str, Any]
+    llm_call: int
+    generation: int
+    decided_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Decision:
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    seq: int
+    idem_key: str
+    state: str  # 'intent' | 'confirmed'
+    result: dict[str, Any] | None
+    remote_status: str | None
+    generation: int
+    confirm_generation: int | None
+    intent_at: datetime
+    confirmed_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ToolCall:
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+
+    @property
+    def confirmed(self) -> bool:
+        return self.state == "confirmed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    """What a worker holds: every journal write names it and fails once it is stale."""
+
+    run_id: str
+    owner: str
+    generation: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class History:
+    """Everything durable about one run's steps, read back at (re)start."""
+
+    decisions: dict[int, Decision]
+    calls: dict[int, ToolCall]
+
+    def stranded(self) -> list[ToolCall]:
+        """Intents without a confirm: calls whose outcome the journal cannot tell."""
+        return [c for c in self.calls.values() if not c.confirmed]
+
+    def confirmed_steps(self) -> list[dict[str, Any]]:
+        """The run's history as the model sees it."""
+        steps = []
+        for seq in sorted(self.calls):
+            call = self.calls[seq]
+            if call.confirmed:
+                d = self.decisions[seq]
+                steps.append({"seq": seq, "tool": d.tool, "args": d.args, "result": call.result})
+        return steps
+
+
+def idempotency_key(run_id: str, seq: int) -> str:
+    return f"{run_id}:{seq}"

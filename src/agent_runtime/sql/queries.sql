@@ -1,0 +1,163 @@
+-- Named queries of the runtime. Every write that belongs to a run is fenced:
+-- it only happens while (owner, generation) still hold the run, which the
+-- "owned" CTE checks and locks in the same statement as the write itself.
+
+-- name: create_run
+INSERT INTO runs (id) VALUES (%(run)s) ON CONFLICT (id) DO NOTHING;
+
+-- name: get_run
+SELECT id, status, owner, generation, lease_expires_at, llm_calls, attempts, failure,
+       created_at, updated_at, cr_now() AS now
+FROM runs WHERE id = %(run)s;
+
+-- name: claim_run
+-- Take one run: free, expired, or held by an owner the caller proved dead.
+WITH prev AS (
+    SELECT id, owner, lease_expires_at
+    FROM runs
+    WHERE id = %(run)s
+      AND status IN ('pending', 'running')
+      AND (owner IS NULL
+           OR lease_expires_at <= cr_now()
+           OR (owner = %(dead_owner)s AND generation = %(dead_generation)s))
+    FOR UPDATE
+), claimed AS (
+    UPDATE runs r
+    SET owner = %(owner)s, generation = r.generation + 1, status = 'running',
+        lease_expires_at = cr_now() + make_interval(secs => %(lease)s),
+        attempts = r.attempts + 1, updated_at = cr_now()
+    FROM prev
+    WHERE r.id = prev.id
+    RETURNING r.id, r.generation, r.lease_expires_at, prev.owner AS previous_owner,
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+)
+INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
+SELECT id, generation, %(owner)s, previous_owner, previous_expired_at FROM claimed
+RETURNING generation;
+
+-- name: claim_expired
+-- The supervisor's sweep: up to %(limit)s claimable runs nobody else is claiming.
+WITH prev AS (
+    SELECT id, owner, lease_expires_at
+    FROM runs
+    WHERE status IN ('pending', 'running')
+      AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
+      AND attempts < %(max_attempts)s
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE runs r
+    SET owner = %(owner)s || ':' || r.id, generation = r.generation + 1, status = 'running',
+        lease_expires_at = cr_now() + make_interval(secs => %(lease)s),
+        attempts = r.attempts + 1, updated_at = cr_now()
+    FROM prev
+    WHERE r.id = prev.id
+    RETURNING r.id, r.owner, r.generation, prev.owner AS previous_owner,
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+), logged AS (
+    INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
+    SELECT id, generation, owner, previous_owner, previous_expired_at FROM claimed
+)
+SELECT id, owner, generation FROM claimed;
+
+-- name: give_up_exhausted
+-- Runs that kept failing: marked failed for good instead of retried forever.
+UPDATE runs
+SET status = 'failed', owner = NULL, lease_expires_at = NULL, updated_at = cr_now(),
+    failure = 'gave up after ' || attempts || ' attempts without progress: '
+              || coalesce(failure, 'no reason recorded')
+WHERE status IN ('pending', 'running')
+  AND (owner IS NULL OR lease_expires_at <= cr_now())
+  AND attempts >= %(max_attempts)s
+RETURNING id, failure;
+
+-- name: renew_lease
+UPDATE runs
+SET lease_expires_at = cr_now() + make_interval(secs => %(seconds)s)
+WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
+RETURNING lease_expires_at;
+
+-- name: check_owner
+SELECT 1 FROM runs
+WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running';
+
+-- name: release_run
+-- A clean stop that did not finish: free the run now, say why, let it be retried
+-- once cr_now() passes the given delay.
+UPDATE runs
+SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s),
+    failure = %(reason)s, updated_at = cr_now()
+WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
+RETURNING id;
+
+-- name: fail_run
+UPDATE runs
+SET status = 'failed', owner = NULL, lease_expires_at = NULL, failure = %(reason)s,
+    updated_at = cr_now()
+WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
+RETURNING id;
+
+-- name: finish_run
+UPDATE runs
+SET status = 'done', owner = NULL, lease_expires_at = NULL, failure = NULL, attempts = 0,
+    updated_at = cr_now()
+WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
+RETURNING id;
+
+-- name: record_decision
+WITH owned AS (
+    UPDATE runs SET llm_calls = llm_calls + 1, updated_at = cr_now()
+    WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
+      AND status = 'running'
+    RETURNING id, llm_calls
+)
+INSERT INTO decisions (run_id, seq, tool, args, llm_call, generation)
+SELECT id, %(seq)s, %(tool)s, %(args)s, llm_calls, %(generation)s FROM owned
+RETURNING llm_call, decided_at;
+
+-- name: record_intent
+WITH owned AS (
+    UPDATE runs SET updated_at = cr_now()
+    WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
+      AND status = 'running'
+    RETURNING id
+)
+INSERT INTO tool_calls (run_id, seq, idem_key, state, generation)
+SELECT id, %(seq)s, %(key)s, 'intent', %(generation)s FROM owned
+RETURNING intent_at;
+
+-- name: record_confirm
+-- A lost confirm only costs a re-send under the same key (answered already_done),
+-- so this one commit does not wait for the WAL flush. The intent and decision do.
+WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS setting
+), owned AS (
+    UPDATE runs SET updated_at = cr_now(), attempts = 0
+    WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
+      AND status = 'running' AND (SELECT setting FROM relaxed) = 'off'
+    RETURNING id
+)
+UPDATE tool_calls t
+SET state = 'confirmed', result = %(result)s, remote_status = %(remote)s,
+    confirm_generation = %(generation)s, confirmed_at = cr_now()
+FROM owned
+WHERE t.run_id = owned.id AND t.seq = %(seq)s AND t.state = 'intent'
+RETURNING t.confirmed_at;
+
+-- name: load_decisions
+SELECT seq, tool, args, llm_call, generation, decided_at
+FROM decisions WHERE run_id = %(run)s ORDER BY seq;
+
+-- name: load_tool_calls
+SELECT seq, idem_key, state, result, remote_status, generation, confirm_generation,
+       intent_at, confirmed_at
+FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
+
+-- name: expire_lease_of
+-- The supervisor saw its own child exit: that owner is dead for certain.
+UPDATE runs
+SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s),
+    updated_at = cr_now()
+WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
+RETURNING id;

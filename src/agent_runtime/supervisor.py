@@ -1,0 +1,325 @@
+"""``python -m agent_runtime.supervisor``: restarts runs whose worker died.
+
+Every ``poll`` seconds (and at once whenever one of its own workers exits) it
+gives up on runs that failed too often, then claims up to ``max_workers`` runs
+whose lease ran out (``FOR UPDATE SKIP LOCKED``: several supervisors may share a
+database without claiming one run twice) and starts a fresh worker process on
+each. A run with a live lease is never touched. Nothing restarts the supervisor
+itself; that is the job of whatever keeps processes alive on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+
+from . import config, db, logfmt
+from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError
+from .journal import Journal
+from .lease import owner_token
+from .records import Lease
+
+log = logging.getLogger(__name__)
+
+SPAWN_MODES = ("fork", "exec")
+STOP_GRACE = 5.0  # seconds a stopping supervisor waits for its workers to exit
+
+
+@dataclass(kw_only=True)
+class Child:
+    lease: Lease
+    pid: int
+    popen: subprocess.Popen[bytes] | None = None  # None when forked
+    exit_code: int | None = field(default=None)
+
+    def poll(self) -> int | None:
+        if self.exit_code is not None:
+            return self.exit_code
+        if self.popen is not None:
+            self.exit_code = self.popen.poll()
+            return self.exit_code
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        self.exit_code = os.waitstatus_to_exitcode(status)
+        return self.exit_code
+
+
+def _run_forked_worker(settings: config.Settings, url: str, lease: Lease) -> int:
+    """Body of a forked child: its own connection, its own clients, then os._exit."""
+    from .worker import Worker
+
+    try:
+        worker = Worker.open(settings, url, owner=lease.owner)
+        try:
+            worker.run(lease.run_id, lease=lease, create=False)
+        finally:
+            worker.close()
+    except AgentRuntimeError as exc:
+        log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
+        return exc.exit_code
+    return EXIT_DONE
+
+
+class Supervisor:
+    def __init__(
+        self,
+        url: str,
+        settings: config.Settings,
+        *,
+        spawn: str = "fork",
+        worker_env: dict[str, str] | None = None,
+    ) -> None:
+        if spawn not in SPAWN_MODES:
+            raise ValueError(f"spawn must be one of {SPAWN_MODES}, got {spawn!r}")
+        self.url = url
+        self.settings = settings
+        self.spawn = spawn
+        self.worker_env = worker_env
+        self.owner = owner_token()
+        self.children: dict[int, Child] = {}
+        self.stopping = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.conn = db.connect(url, application_name="agent_runtime.supervisor")
+        db.ensure_schema(self.conn)
+        self.journal = Journal(self.conn)
+
+    # -- signals -------------------------------------------------------------------------
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+
+    def install_signals(self) -> None:
+        """SIGTERM/SIGINT stop the loop cleanly; SIGCHLD wakes it the moment a worker exits."""
+        self._watch_children()
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+
+    def _watch_children(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+            signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+
+    # -- one sweep -----------------------------------------------------------------------
+
+    def reap(self) -> list[Child]:
+        exited = [c for c in list(self.children.values()) if c.poll() is not None]
+        for child in exited:
+            del self.children[child.pid]
+            code = child.exit_code
+            log.info("worker-exited run=%s code=%s", child.lease.run_id, code)
+            if code not in (EXIT_DONE, None):
+                # Our own child is dead for certain: its lease need not run out first.
+                delay = 0.0 if code == EXIT_CRASHED or (code or 0) < 0 else self.settings.poll
+                db.run(
+                    self.conn,
+                    "expire_lease_of",
+                    {
+                        "run": child.lease.run_id,
+                        "owner": child.lease.owner,
+                        "generation": child.lease.generation,
+                        "delay": delay,
+                    },
+                )
+        return exited
+
+    def sweep(self) -> list[Child]:
+        """Give up on exhausted runs, then claim and start what capacity allows."""
+        for row in db.run(
+            self.conn, "give_up_exhausted", {"max_attempts": self.settings.max_attempts}
+        ):
+            log.warning("gave-up run=%s reason=%r", row["id"], row["failure"])
+        free = self.settings.max_workers - len(self.children)
+        if free <= 0 or self.stopping:
+            return []
+        rows = db.run(
+            self.conn,
+            "claim_expired",
+            {
+                "owner": self.owner,
+                "lease": self.settings.lease,
+                "limit": free,
+                "max_attempts": self.settings.max_attempts,
+            },
+        )
+        started = []
+        for row in rows:
+            lease = Lease(run_id=row["id"], owner=row["owner"], generation=row["generation"])
+            child = self._start(lease)
+            self.children[child.pid] = child
+            log.info("resuming run=%s pid=%d", lease.run_id, child.pid)
+            started.append(child)
+        return started
+
+    def _start(self, lease: Lease) -> Child:
+        if self.spawn == "exec":
+            cmd = [
+                sys.executable,
+                "-m",
+                "agent_runtime",
+                "run",
+                "--run-id",
+                lease.run_id,
+                "--owner",
+                lease.owner,
+                "--generation",
+                str(lease.generation),
+            ]
+            env = dict(self.worker_env if self.worker_env is not None else os.environ)
+            env["DATABASE_URL"] = self.url
+            env.setdefault("CLOUD_URL", self.settings.cloud_url)
+            env.setdefault("MODEL_URL", self.settings.model_url)
+            env["LEASE"] = str(self.settings.lease)
+            env["HEARTBEAT"] = str(self.settings.heartbeat)
+            popen = subprocess.Popen(cmd, env=env)
+            return Child(lease=lease, pid=popen.pid, popen=popen)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never return into the supervisor's loop
+            code = 70
+            try:
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+                    signal.signal(sig, signal.SIG_DFL)
+                code = _run_forked_worker(self.settings, self.url, lease)
+            finally:
+                for handler in logging.getLogger().handlers:
+                    handler.flush()
+                os._exit(code)
+        return Child(lease=lease, pid=pid)
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until ``timeout`` passes, a signal arrives, or a child exits."""
+        if self.stopping:
+            return
+        ready, _, _ = select.select([self._wake_r], [], [], timeout)
+        if ready:
+            try:
+                while os.read(self._wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def serve(self, *, once: bool = False) -> int:
+        s = self.settings
+        log.info(
+            "supervisor lease=%s poll=%s heartbeat=%s max_workers=%d",
+            s.lease,
+            s.poll,
+            s.heartbeat,
+            s.max_workers,
+        )
+        try:
+            while not self.stopping:
+                self.reap()
+                self.sweep()
+                if once and not self.children:
+                    break
+                self.wait(s.poll)
+        finally:
+            self.shutdown()
+        return 0
+
+    def drain(self) -> None:
+        """Run until no run is claimable and no worker is left (tests and benchmarks)."""
+        self._watch_children()
+        while True:
+            self.reap()
+            started = self.sweep()
+            if not started and not self.children:
+                return
+            self.wait(self.settings.poll)
+
+    def shutdown(self) -> None:
+        """Stop workers and hand their runs back at once, so nothing waits on a lease."""
+        for child in self.children.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
+        deadline = STOP_GRACE
+        while self.children and deadline > 0:
+            self.reap()
+            if self.children:
+                self.wait(0.05)
+                deadline -= 0.05
+        for child in list(self.children.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+        while self.children:
+            self.reap()
+            self.wait(0.01)
+        log.info("supervisor-stopped")
+        if threading.current_thread() is threading.main_thread():
+            signal.set_wakeup_fd(-1)
+        self.conn.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agent_runtime.supervisor",
+        description="Restart agent runs whose worker died (lease expired or process gone).",
+    )
+    parser.add_argument("--lease", type=float, help=f"seconds (default {config.LEASE})")
+    parser.add_argument("--poll", type=float, help=f"seconds (default {config.POLL})")
+    parser.add_argument("--heartbeat", type=float, help=f"seconds (default {config.HEARTBEAT})")
+    parser.add_argument(
+        "--max-workers", type=int, help=f"workers at once (default {config.MAX_WORKERS})"
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=int,
+        help=f"claims without progress before a run is failed (default {config.MAX_ATTEMPTS})",
+    )
+    parser.add_argument(
+        "--spawn",
+        choices=SPAWN_MODES,
+        default="fork",
+        help="fork (fast, default) or exec a fresh interpreter per worker",
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="exit once nothing is claimable and no worker is running",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .cli import database_url
+
+    logfmt.install()
+    args = build_parser().parse_args(argv)
+    try:
+        settings = config.from_env(
+            lease=args.lease,
+            poll=args.poll,
+            heartbeat=args.heartbeat,
+            max_workers=args.max_workers,
+            max_attempts=args.max_attempts,
+        )
+        supervisor = Supervisor(database_url(settings), settings, spawn=args.spawn)
+    except AgentRuntimeError as exc:
+        log.error("%s error=%r", type(exc).__name__, str(exc))
+        return exc.exit_code
+    supervisor.install_signals()
+    return supervisor.serve(once=args.once)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

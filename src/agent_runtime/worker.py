@@ -1,0 +1,316 @@
+"""The durable step loop: decide, journal, intend, call, confirm.
+
+One step, with the crash points where they fall::
+
+    before_decide -> ask model -> after_decide_before_journal -> journal decision
+    -> after_decide -> check args -> before_intent -> journal intent -> after_intent
+    -> call cloud (key <run>:<seq>) -> after_call -> journal confirm -> after_confirm
+
+A (re)start reads the run's history back, first re-sends every intent that has
+no confirm under its original key, then replays journaled decisions instead of
+asking the model again, and asks the model only for steps never decided.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from . import db
+from .clients import CloudClient, ModelClient
+from .config import Settings
+from .crash import CrashPlan
+from .errors import (
+    AgentRuntimeError,
+    InvalidArguments,
+    LeaseLost,
+    RunNotFound,
+    RunUnavailable,
+    UnknownTool,
+    UnusableDecision,
+)
+from .journal import Journal
+from .lease import Heartbeat, owner_is_dead, owner_token
+from .records import Decision, History, Lease, ToolCall
+from .tools import DONE, check_args, lookup, parse_answer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    run_id: str
+    status: str  # 'done' here; failures raise
+    steps: int  # confirmed tool calls
+    llm_calls: int  # journaled model answers
+
+
+def _args(args: dict[str, Any]) -> str:
+    return json.dumps(args, sort_keys=False)
+
+
+class Worker:
+    """Drives runs to completion against one database connection and two remotes."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        settings: Settings,
+        *,
+        model: ModelClient,
+        cloud: CloudClient,
+        crash: CrashPlan | None = None,
+        heartbeat_url: str | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.journal = journal
+        self.settings = settings
+        self.model = model
+        self.cloud = cloud
+        self.crash = crash if crash is not None else settings.crash
+        self.heartbeat_url = heartbeat_url  # None: no background renewal (tests drive time)
+        self.owner = owner or owner_token()
+        self._heartbeat: Heartbeat | None = None
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings,
+        url: str,
+        *,
+        model_transport: httpx.BaseTransport | None = None,
+        cloud_transport: httpx.BaseTransport | None = None,
+        heartbeat: bool = True,
+        owner: str | None = None,
+    ) -> Worker:
+        """A worker with its own connection (schema applied if missing) and clients."""
+        conn = db.connect(url)
+        try:
+            db.ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(
+            Journal(conn),
+            settings,
+            model=ModelClient(
+                settings.model_url, timeout=settings.model_timeout, transport=model_transport
+            ),
+            cloud=CloudClient(
+                settings.cloud_url,
+                timeout=settings.tool_timeout,
+                retries=settings.tool_retries,
+                backoff=settings.retry_backoff,
+                transport=cloud_transport,
+            ),
+            heartbeat_url=url if heartbeat else None,
+            owner=owner,
+        )
+
+    def close(self) -> None:
+        self.model.close()
+        self.cloud.close()
+        self.journal.conn.close()
+
+    # -- claiming ------------------------------------------------------------------------
+
+    def claim(self, run_id: str, *, takeover: bool = False) -> Lease | None:
+        """Take the run, or None if it is already done. Creates nothing.
+
+        A live lease is taken over only when its owner provably died (same host, pid
+        gone) or the caller says so (``takeover``: an in-process restart, an operator);
+        either way fencing keeps a still-running old owner from changing anything.
+        """
+        lease = self.journal.claim(run_id, self.owner, self.settings.lease)
+        if lease is None:
+            run = self.journal.get_run(run_id)
+            if run is None:
+                raise RunNotFound(f"no run with id {run_id!r}")
+            if run.status == "done":
+                return None
+            if run.status in ("failed", "cancelled"):
+                raise RunUnavailable(
+                    f"run {run_id} is {run.status}: {run.failure or 'no reason recorded'}"
+                )
+            if run.lease_live and (takeover or owner_is_dead(run.owner)):
+                log.info(
+                    "owner-dead run=%s owner=%s generation=%d", run_id, run.owner, run.generation
+                )
+                lease = self.journal.claim(
+                    run_id,
+                    self.owner,
+                    self.settings.lease,
+                    dead_owner=run.owner,
+                    dead_generation=run.generation,
+                )
+            if lease is None:
+                raise RunUnavailable(
+                    f"run {run_id} is held by {run.owner} (generation {run.generation}) "
+                    f"until {run.lease_expires_at:%H:%M:%S}; the supervisor takes it over "
+                    "if that worker stops renewing"
+                )
+        log.info("claimed run=%s generation=%d owner=%s", run_id, lease.generation, lease.owner)
+        return lease
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(
+        self,
+        run_id: str,
+        *,
+        lease: Lease | None = None,
+        create: bool = True,
+        takeover: bool = False,
+    ) -> Outcome:
+        """Drive ``run_id`` to done. ``lease``: one already claimed for us (supervisor)."""
+        if create:
+            self.journal.create_run(run_id)
+        if lease is None:
+            lease = self.claim(run_id, takeover=takeover)
+            if lease is None:
+                return self._already_done(run_id)
+        if self.heartbeat_url is not None:
+            self._heartbeat = Heartbeat(
+                self.heartbeat_url,
+                lease,
+                lease_seconds=self.settings.lease,
+                interval=self.settings.heartbeat,
+            ).start()
+        try:
+            return self._drive(lease)
+        except LeaseLost as exc:
+            log.warning("fenced run=%s generation=%d reason=%r", run_id, lease.generation, str(exc))
+            raise
+        except AgentRuntimeError as exc:
+            self._stop_on_error(lease, exc)
+            raise
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
+                self._heartbeat = None
+
+    def resolve(self, run_id: str, *, takeover: bool = False) -> int:
+        """Re-send every stranded intent of ``run_id`` and record the answers; nothing else."""
+        lease = self.claim(run_id, takeover=takeover)
+        if lease is None:
+            return 0
+        try:
+            history = self.journal.history(run_id)
+            stranded = history.stranded()
+            for call in stranded:
+                self._act(lease, history.decisions[call.seq], call)
+        except LeaseLost:
+            raise
+        except AgentRuntimeError as exc:
+            self._stop_on_error(lease, exc)
+            raise
+        self.journal.release(lease, "resolved by an operator", delay=0.0)
+        return len(stranded)
+
+    def _stop_on_error(self, lease: Lease, exc: AgentRuntimeError) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        try:
+            if exc.permanent:
+                self.journal.fail(lease, reason)
+                log.error("failed run=%s reason=%r", lease.run_id, reason)
+            else:
+                self.journal.release(lease, reason)
+                log.error("stopped run=%s resumable=yes reason=%r", lease.run_id, reason)
+        except AgentRuntimeError as inner:
+            log.error("stopped run=%s reason=%r unrecorded=%r", lease.run_id, reason, str(inner))
+
+    def _already_done(self, run_id: str) -> Outcome:
+        history = self.journal.history(run_id)
+        run = self.journal.require_run(run_id)
+        steps = sum(1 for c in history.calls.values() if c.confirmed)
+        log.info("already-done run=%s steps=%d llm_calls=%d", run_id, steps, run.llm_calls)
+        return Outcome(run_id=run_id, status="done", steps=steps, llm_calls=run.llm_calls)
+
+    def _drive(self, lease: Lease) -> Outcome:
+        history = self.journal.history(lease.run_id)
+        for stranded in history.stranded():
+            confirmed = self._act(lease, history.decisions[stranded.seq], stranded)
+            history.calls[stranded.seq] = confirmed
+        seq = 0
+        llm_calls = max((d.llm_call for d in history.decisions.values()), default=0)
+        while True:
+            decision = history.decisions.get(seq)
+            call = history.calls.get(seq)
+            if decision is None:
+                decision = self._decide(lease, seq, history)
+                history.decisions[seq] = decision
+            elif call is None or not call.confirmed:
+                log.info(
+                    "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
+                    lease.run_id,
+                    seq,
+                    decision.tool,
+                    _args(decision.args),
+                    decision.llm_call,
+                )
+            llm_calls = max(llm_calls, decision.llm_call)
+            if decision.tool == DONE:
+                self.journal.finish(lease)
+                steps = seq
+                log.info("done run=%s steps=%d llm_calls=%d", lease.run_id, steps, llm_calls)
+                return Outcome(run_id=lease.run_id, status="done", steps=steps, llm_calls=llm_calls)
+            if call is None or not call.confirmed:
+                history.calls[seq] = self._act(lease, decision, call)
+            seq += 1
+
+    def _guard(self, lease: Lease) -> None:
+        if self._heartbeat is not None and self._heartbeat.lost.is_set():
+            raise LeaseLost(f"run {lease.run_id}: the heartbeat found the lease taken over")
+
+    def _decide(self, lease: Lease, seq: int, history: History) -> Decision:
+        self.crash.reached("before_decide", seq)
+        self._guard(lease)
+        self.journal.check_owner(lease, f"model call seq={seq}")
+        raw = self.model.decide(lease.run_id, history.confirmed_steps())
+        tool, args = parse_answer(raw)
+        self.crash.reached("after_decide_before_journal", seq)
+        decision = self.journal.record_decision(lease, seq, tool, args)
+        log.info(
+            "decided run=%s seq=%d tool=%s args=%s llm_calls=%d",
+            lease.run_id,
+            seq,
+            tool,
+            _args(args),
+            decision.llm_call,
+        )
+        self.crash.reached("after_decide", seq)
+        return decision
+
+    def _act(self, lease: Lease, decision: Decision, call: ToolCall | None) -> ToolCall:
+        seq = decision.seq
+        try:
+            tool = lookup(decision.tool)
+            args = check_args(tool, decision.args)
+        except (UnknownTool, InvalidArguments) as exc:
+            raise UnusableDecision(
+                f"journaled decision seq={seq} cannot be acted on: {exc}"
+            ) from exc
+        if call is None:
+            self.crash.reached("before_intent", seq)
+            call = self.journal.record_intent(lease, seq)
+        else:
+            log.info("resending run=%s seq=%d key=%s", lease.run_id, seq, call.idem_key)
+        self.crash.reached("after_intent", seq)
+        self._guard(lease)
+        answer = self.cloud.call(tool, args, key=call.idem_key, generation=lease.generation)
+        self.crash.reached("after_call", seq)
+        confirmed = self.journal.record_confirm(lease, call, answer.result, answer.remote_status)
+        log.info(
+            "confirmed run=%s seq=%d key=%s result=%s remote=%s",
+            lease.run_id,
+            seq,
+            call.idem_key,
+            answer.result.get("id"),
+            answer.remote_status,
+        )
+        self.crash.reached("after_confirm", seq)
+        return confirmed
