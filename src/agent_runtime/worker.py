@@ -138,7 +138,11 @@ class Worker:
                 )
             if run.lease_live and (takeover or owner_is_dead(run.owner)):
                 log.info(
-                    "owner-dead run=%s owner=%s generation=%d", run_id, run.owner, run.generation
+                    "takeover run=%s previous_owner=%s previous_generation=%d reason=%s",
+                    run_id,
+                    run.owner,
+                    run.generation,
+                    "requested" if takeover else "owner-process-gone",
                 )
                 lease = self.journal.claim(
                     run_id,
