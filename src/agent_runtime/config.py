@@ -88,7 +88,8 @@ def _integer(env: Mapping[str, str], name: str, default: int | None) -> int | No
 
 def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
-    ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``; keyword overrides win."""
+    ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``, ``TOOL_TIMEOUT``,
+    ``MODEL_TIMEOUT``; keyword overrides win."""
     env = os.environ if env is None else env
     crash_at = env.get("CRASH_AT") or None
     crash = CrashPlan(point=crash_at, seq=_integer(env, "CRASH_SEQ", None))
@@ -99,6 +100,8 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
         "lease": _number(env, "LEASE", LEASE),
         "heartbeat": _number(env, "HEARTBEAT", HEARTBEAT),
         "poll": _number(env, "POLL", POLL),
+        "tool_timeout": _number(env, "TOOL_TIMEOUT", TOOL_TIMEOUT),
+        "model_timeout": _number(env, "MODEL_TIMEOUT", MODEL_TIMEOUT),
         "crash": crash,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

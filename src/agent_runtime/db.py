@@ -63,8 +63,12 @@ def has_schema(conn: Connection) -> bool:
 
 def ensure_schema(conn: Connection) -> None:
     """Create the tables unless they are there; safe to call from many processes at once."""
-    if has_schema(conn):
-        return
+    if not has_schema(conn):
+        apply_schema(conn)
+
+
+def apply_schema(conn: Connection) -> None:
+    """Run schema.sql under an advisory lock: concurrent appliers take turns."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,), prepare=False)
         conn.execute(schema_text(), prepare=False)

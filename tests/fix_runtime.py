@@ -1,0 +1,89 @@
+"""Fixtures for runtime tests: a clean journal per test and a real agent process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from agent_runtime import db
+
+AGENT_TIMEOUT = 60  # seconds one agent process may take before the test fails
+
+
+def reset_journal(conn: db.Connection) -> None:
+    """DELETE, not a new database: a few hundred microseconds per test."""
+    conn.execute("DELETE FROM runs")
+    conn.execute("UPDATE cr_clock SET skew = interval '0'")
+
+
+@pytest.fixture
+def conn(database_url: str) -> Iterator[db.Connection]:
+    with db.connection(database_url) as c:
+        db.ensure_schema(c)
+        reset_journal(c)
+        yield c
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    code: int
+    out: str
+
+    def lines(self, event: str) -> list[str]:
+        return [ln for ln in self.out.splitlines() if f" {event} " in f" {ln} "]
+
+
+@dataclass
+class Agent:
+    """Runs ``python -m agent_runtime`` as a real process against the test's remotes."""
+
+    database_url: str
+    cloud_url: str
+    model_url: str
+
+    def env(self, run_id: str, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("CRASH_AT", "CRASH_SEQ")}
+        env.update(
+            DATABASE_URL=self.database_url,
+            CLOUD_URL=self.cloud_url,
+            MODEL_URL=self.model_url,
+            RUN_ID=run_id,
+            **extra,
+        )
+        return env
+
+    def run(self, run_id: str, *args: str, **extra: str) -> AgentResult:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agent_runtime", *args],
+            env=self.env(run_id, **extra),
+            capture_output=True,
+            text=True,
+            timeout=AGENT_TIMEOUT,
+        )
+        return AgentResult(code=proc.returncode, out=proc.stdout + proc.stderr)
+
+
+@pytest.fixture
+def agent(database_url: str, mock_servers: Any, conn: db.Connection) -> Agent:
+    mock_servers.reset()
+    return Agent(database_url, mock_servers.cloud_url, mock_servers.model_url)
+
+
+def journal_rows(conn: db.Connection, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "decisions": conn.execute(
+            "SELECT seq, tool, args, llm_call FROM decisions WHERE run_id = %s ORDER BY seq",
+            (run_id,),
+        ).fetchall(),
+        "calls": conn.execute(
+            "SELECT seq, idem_key, state, result, remote_status FROM tool_calls"
+            " WHERE run_id = %s ORDER BY seq",
+            (run_id,),
+        ).fetchall(),
+    }

@@ -1,0 +1,124 @@
+"""Bad input: each gets one clear error, and nothing is lost or half-written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_runtime.crash import CRASH_POINTS
+from agent_runtime.errors import EXIT_RETRY_LATER, EXIT_USAGE
+
+from .fix_runtime import Agent, journal_rows
+
+
+def _finishes_cleanly_afterwards(agent: Agent, mock_servers: Any, run_id: str) -> None:
+    again = agent.run(run_id)
+    assert again.code == 0, again.out
+    assert mock_servers.resources(run_id)["total"] == 3
+
+
+def test_an_unknown_crash_point_is_refused_before_anything_runs(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    result = agent.run("t-bad-crash", CRASH_AT="after_lunch")
+    assert result.code == EXIT_USAGE
+    assert "after_lunch" in result.out
+    for name in CRASH_POINTS:
+        assert name in result.out
+    assert conn.execute("SELECT count(*) AS n FROM runs").fetchone()["n"] == 0
+    assert mock_servers.calls("t-bad-crash") == 0
+
+
+def test_a_crash_seq_that_is_not_a_number_is_refused(agent: Agent, conn: Any) -> None:
+    result = agent.run("t-bad-seq", CRASH_AT="after_call", CRASH_SEQ="two")
+    assert result.code == EXIT_USAGE
+    assert "CRASH_SEQ must be a whole number" in result.out
+
+
+def test_a_malformed_model_answer_stops_the_run_with_nothing_journaled(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    mock_servers.set_model_faults(malformed=1)
+    result = agent.run("t-malformed")
+    assert result.code == EXIT_RETRY_LATER, result.out
+    assert "MalformedAnswer" in result.out
+    assert journal_rows(conn, "t-malformed") == {"decisions": [], "calls": []}
+    run = conn.execute(
+        "SELECT status, owner, failure FROM runs WHERE id = 't-malformed'"
+    ).fetchone()
+    assert run["status"] == "running" and run["owner"] is None
+    assert "MalformedAnswer" in run["failure"]
+    _finishes_cleanly_afterwards(agent, mock_servers, "t-malformed")
+
+
+def test_an_unknown_tool_is_refused_and_not_journaled(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    mock_servers.set_model_faults(unknown_tool=1)
+    result = agent.run("t-unknown-tool")
+    assert result.code == EXIT_RETRY_LATER, result.out
+    assert "UnknownTool" in result.out and "does not exist" in result.out
+    assert journal_rows(conn, "t-unknown-tool")["decisions"] == []
+    _finishes_cleanly_afterwards(agent, mock_servers, "t-unknown-tool")
+
+
+def test_invalid_tool_arguments_are_refused_and_not_journaled(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    mock_servers.set_model_faults(invalid_args=1)
+    result = agent.run("t-invalid-args")
+    assert result.code == EXIT_RETRY_LATER, result.out
+    assert "InvalidArguments" in result.out
+    assert journal_rows(conn, "t-invalid-args")["decisions"] == []
+    assert mock_servers.resources("t-invalid-args")["total"] == 0
+    _finishes_cleanly_afterwards(agent, mock_servers, "t-invalid-args")
+
+
+def test_a_cloud_500_before_acting_is_retried_under_the_same_key(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    mock_servers.set_cloud_faults(fail_before=2)
+    result = agent.run("t-500", TOOL_TIMEOUT="5")
+    assert result.code == 0, result.out
+    resources = mock_servers.resources("t-500")
+    assert resources["total"] == 3
+    assert mock_servers.key("t-500:0")["requests"] == 3
+    assert "remote=created" in result.lines("confirmed")[0]
+
+
+def test_a_cloud_that_acts_then_times_out_ends_with_one_resource(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    mock_servers.set_cloud_faults(drop_after=1, hang=3.0)
+    result = agent.run("t-timeout", TOOL_TIMEOUT="0.5")
+    assert result.code == 0, result.out
+    assert mock_servers.resources("t-timeout")["counts"]["servers"] == 1
+    assert mock_servers.key("t-timeout:0")["requests"] == 2
+    assert "remote=already_done" in result.lines("confirmed")[0]
+
+
+def test_a_cloud_that_never_answers_leaves_the_intent_for_the_restart(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    mock_servers.set_cloud_faults(fail_before=100)
+    result = agent.run("t-down", TOOL_TIMEOUT="1")
+    assert result.code == EXIT_RETRY_LATER, result.out
+    assert "RemoteUnavailable" in result.out
+    calls = journal_rows(conn, "t-down")["calls"]
+    assert [c["state"] for c in calls] == ["intent"]
+    mock_servers.set_cloud_faults(fail_before=0)
+    again = agent.run("t-down")
+    assert again.code == 0, again.out
+    assert "resending run=t-down seq=0" in again.out
+    assert mock_servers.resources("t-down")["total"] == 3
+
+
+def test_an_unreachable_database_is_one_clear_line_and_writes_nothing(
+    agent: Agent, mock_servers: Any
+) -> None:
+    agent.database_url = "postgresql://postgres@127.0.0.1:1/crashresume"
+    result = agent.run("t-nodb")
+    assert result.code == EXIT_RETRY_LATER
+    errors = [ln for ln in result.out.splitlines() if ln.startswith("ERROR")]
+    assert len(errors) == 1 and "cannot reach the database at 127.0.0.1:1/crashresume" in errors[0]
+    assert "Traceback" not in result.out
+    assert mock_servers.calls("t-nodb") == 0

@@ -1,0 +1,54 @@
+"""Settings are checked where they are made, with messages that say what to fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_runtime.config import Settings, from_env
+from agent_runtime.crash import CRASH_POINTS, CrashPlan
+from agent_runtime.errors import ConfigError
+
+
+def test_defaults_are_the_seeds_lease_poll_and_heartbeat() -> None:
+    s = Settings()
+    assert (s.lease, s.poll, s.heartbeat) == (12.0, 3.0, 3.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"heartbeat": 12.0}, "heartbeat .* must be shorter than the lease"),
+        ({"heartbeat": 20.0, "lease": 10.0}, "must be shorter than the lease"),
+        ({"lease": -1.0}, "lease must be a positive number"),
+        ({"poll": 0.0}, "poll must be a positive number"),
+        ({"heartbeat": float("nan")}, "heartbeat must be a positive number"),
+        ({"max_workers": 0}, "max_workers must be at least 1"),
+        ({"tool_retries": -1}, "tool_retries must be >= 0"),
+    ],
+)
+def test_bad_settings_are_refused_with_a_clear_message(
+    changes: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings(**changes)  # type: ignore[arg-type]
+
+
+def test_environment_values_that_are_not_numbers_are_refused() -> None:
+    with pytest.raises(ConfigError, match="LEASE must be a number of seconds, got 'soon'"):
+        from_env({"LEASE": "soon"})
+
+
+def test_an_unknown_crash_point_lists_every_valid_name() -> None:
+    with pytest.raises(ConfigError) as info:
+        from_env({"CRASH_AT": "after_lunch"})
+    for name in CRASH_POINTS:
+        assert name in str(info.value)
+
+
+def test_a_crash_plan_fires_only_at_its_point_and_step() -> None:
+    fired: list[tuple[str, int]] = []
+    plan = CrashPlan(point="after_call", seq=1, action=lambda p, s: fired.append((p, s)))
+    for seq in range(3):
+        for point in CRASH_POINTS:
+            plan.reached(point, seq)
+    assert fired == [("after_call", 1)]
