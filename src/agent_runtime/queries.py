@@ -1,4 +1,4 @@
-"""Named SQL queries, loaded once from ``sql/queries.sql``.
+"""Named SQL queries, loaded once from the ``sql/*.sql`` files.
 
 A query starts at a ``-- name: <name>`` line and runs to the next one. Nothing
 here builds SQL from strings: callers pass parameters, never identifiers.
@@ -26,15 +26,23 @@ def _split(text: str) -> dict[str, str]:
 
 @cache
 def _all() -> dict[str, str]:
-    text = resources.files("agent_runtime").joinpath("sql/queries.sql").read_text("utf-8")
-    return _split(text)
+    """Every named query of every ``sql/*.sql`` file but the schema; names are unique."""
+    queries: dict[str, str] = {}
+    folder = resources.files("agent_runtime").joinpath("sql")
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql") and entry.name != "schema.sql":
+            for name, text in _split(entry.read_text("utf-8")).items():
+                if name in queries:
+                    raise ValueError(f"query {name!r} is defined twice (again in {entry.name})")
+                queries[name] = text
+    return queries
 
 
 def query(name: str) -> sql.SQL:
     try:
         return sql.SQL(_all()[name])
     except KeyError:
-        raise KeyError(f"no query named {name!r} in sql/queries.sql") from None
+        raise KeyError(f"no query named {name!r} in agent_runtime/sql/*.sql") from None
 
 
 def schema_text() -> str:
