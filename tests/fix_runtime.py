@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from agent_runtime import db
@@ -73,6 +74,14 @@ class Agent:
 def agent(database_url: str, mock_servers: Any, conn: db.Connection) -> Agent:
     mock_servers.reset()
     return Agent(database_url, mock_servers.cloud_url, mock_servers.model_url)
+
+
+def cloud_key(mock_servers: Any, key: str) -> dict[str, Any]:
+    """The cloud's record of one idempotency key, with how many requests carried it."""
+    response = httpx.get(f"{mock_servers.cloud_url}/v1/keys/{key}", timeout=10)
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def journal_rows(conn: db.Connection, run_id: str) -> dict[str, list[dict[str, Any]]]:

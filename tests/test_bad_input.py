@@ -7,7 +7,7 @@ from typing import Any
 from agent_runtime.crash import CRASH_POINTS
 from agent_runtime.errors import EXIT_RETRY_LATER, EXIT_USAGE
 
-from .fix_runtime import Agent, journal_rows
+from .fix_runtime import Agent, cloud_key, journal_rows
 
 
 def _finishes_cleanly_afterwards(agent: Agent, mock_servers: Any, run_id: str) -> None:
@@ -81,7 +81,7 @@ def test_a_cloud_500_before_acting_is_retried_under_the_same_key(
     assert result.code == 0, result.out
     resources = mock_servers.resources("t-500")
     assert resources["total"] == 3
-    assert mock_servers.key("t-500:0")["requests"] == 3
+    assert cloud_key(mock_servers, "t-500:0")["requests"] == 3
     assert "remote=created" in result.lines("confirmed")[0]
 
 
@@ -92,7 +92,7 @@ def test_a_cloud_that_acts_then_times_out_ends_with_one_resource(
     result = agent.run("t-timeout", TOOL_TIMEOUT="0.5")
     assert result.code == 0, result.out
     assert mock_servers.resources("t-timeout")["counts"]["servers"] == 1
-    assert mock_servers.key("t-timeout:0")["requests"] == 2
+    assert cloud_key(mock_servers, "t-timeout:0")["requests"] == 2
     assert "remote=already_done" in result.lines("confirmed")[0]
 
 

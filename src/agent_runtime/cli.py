@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from . import config, db, dbsource, logfmt
+from . import config, db, logfmt
 from .errors import EXIT_USAGE, AgentRuntimeError
 from .records import Lease
 from .worker import Worker
@@ -29,7 +29,11 @@ def _new_run_id() -> str:
 
 def database_url(settings: config.Settings) -> str:
     """DATABASE_URL if set, else the persistent local cluster (started if needed)."""
-    return settings.database_url or dbsource.cli_database_url()
+    if settings.database_url:
+        return settings.database_url
+    from . import dbsource
+
+    return dbsource.cli_database_url()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -48,6 +52,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
+    from . import dbsource
+
     home = dbsource.default_home()
     if args.action == "start" or args.action == "url":
         url = dbsource.cli_database_url(home)
