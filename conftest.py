@@ -1,3 +1,3 @@
 """Root conftest: thin on purpose. Fixtures live in the named modules below."""
 
-pytest_plugins = ["tests.fix_db", "tests.fix_mocks", "tests.fix_runtime"]
+pytest_plugins = ["tests.fix_db", "tests.fix_mocks", "tests.fix_runtime", "tests.fix_supervisor"]
