@@ -1,1 +1,54 @@
-"""Mock remote fixtures (filled in by the mock work)."""
+"""Mock remote fixtures: the cloud and the model, in-process or as uvicorn subprocesses.
+
+- `cloud` / `model`: fresh cores (the cloud on a tmp SQLite file), per test;
+- `cloud_http` / `model_http`: `httpx.Client`s over socket-free transports to them;
+- `mock_servers`: both mocks as real uvicorn subprocesses, once per session
+  (call `mock_servers.reset()` first: other tests share them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mock_remotes import Cloud, MockServers, Model, cloud_transport, model_transport, start_mocks
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    """A fresh mock cloud on its own SQLite file."""
+    with Cloud(tmp_path / "mock-cloud.sqlite3") as fresh:
+        yield fresh
+
+
+@pytest.fixture
+def model() -> Model:
+    """A fresh mock model counting in memory."""
+    return Model()
+
+
+@pytest.fixture
+def cloud_http(cloud: Cloud) -> Iterator[httpx.Client]:
+    """A client for `cloud`, no sockets (base_url http://cloud)."""
+    with httpx.Client(transport=cloud_transport(cloud), base_url="http://cloud") as client:
+        yield client
+
+
+@pytest.fixture
+def model_http(model: Model) -> Iterator[httpx.Client]:
+    """A client for `model`, no sockets (base_url http://model)."""
+    with httpx.Client(transport=model_transport(model), base_url="http://model") as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def mock_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockServers]:
+    """Both mocks under uvicorn on free 127.0.0.1 ports; stopped at session end."""
+    servers = start_mocks(tmp_path_factory.mktemp("mock-servers"))
+    try:
+        yield servers
+    finally:
+        servers.stop()

@@ -1,0 +1,395 @@
+"""The mock cloud: servers, databases and DNS records behind idempotency keys.
+
+`Cloud` is the whole behaviour; the HTTP routes (`mock_remotes.cloudroutes`) only
+read headers and bodies and call it. State lives in one SQLite file (WAL,
+`synchronous=FULL` by default), so a new `Cloud` on the same file -- a restarted
+mock -- remembers every key, result, id counter, fencing generation and request
+count. Fault knobs live in memory only.
+
+One mutating request (`Cloud.submit`) is one IMMEDIATE transaction:
+
+1. count the request under its key (refused requests count too);
+2. `fail_before` knob: refuse with 500, nothing else happens;
+3. validate the arguments (422);
+4. fencing: a generation lower than the run's highest served one is refused
+   (409 stale_generation); otherwise the run's highest is raised to it;
+5. the key: first time -> take the next id, store the record, 201 `created`;
+   again with equal kind and arguments -> the stored result, 200 `already_done`;
+   again with other kind or arguments -> 409 key_conflict.
+
+Refusals commit what they did (the request count, a raised fence) before the
+error is raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Literal, get_args
+
+from mock_remotes._sql import queries
+from mock_remotes.errors import (
+    InjectedFailure,
+    InvalidArgs,
+    KeyConflict,
+    MissingIdempotencyKey,
+    MockError,
+    StaleGeneration,
+)
+from mock_remotes.faults import CloudFaults, updated
+
+__all__ = [
+    "KINDS",
+    "Cloud",
+    "CloudRecord",
+    "Kind",
+    "Outcome",
+    "Synchronous",
+    "Unreadable",
+    "run_of",
+    "validate_args",
+]
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["server", "database", "dns_record"]
+Synchronous = Literal["FULL", "NORMAL", "OFF"]
+KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
+
+PLURAL: Final[dict[Kind, str]] = {
+    "server": "servers",
+    "database": "databases",
+    "dns_record": "dns_records",
+}
+_PREFIX: Final[dict[Kind, str]] = {"server": "i", "database": "db", "dns_record": "dns"}
+# Each kind's arguments: name -> allowed values (None: any non-empty string).
+_ARGS: Final[dict[Kind, dict[str, tuple[str, ...] | None]]] = {
+    "server": {"name": None, "size": ("small", "medium", "large"), "region": None},
+    "database": {"name": None, "engine": ("postgres", "mysql"), "server_id": None},
+    "dns_record": {"name": None, "type": ("A", "CNAME"), "value": None},
+}
+BUSY_TIMEOUT = 5000  # milliseconds SQLite waits for another writer on the same file
+
+
+def run_of(key: str) -> str:
+    """The run an idempotency key belongs to: `"run42:3"` -> `"run42"`."""
+    return key.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Stands in for a request body that is not JSON; `validate_args` refuses it."""
+
+    detail: str
+
+
+def validate_args(kind: Kind, args: object) -> dict[str, str]:
+    """`args` if they are exactly the arguments `kind` takes, else `InvalidArgs`."""
+    spec = _ARGS[kind]
+    if isinstance(args, Unreadable):
+        raise InvalidArgs(args.detail)
+    if not isinstance(args, dict):
+        raise InvalidArgs(f"{kind} arguments must be a JSON object, got {type(args).__name__}")
+    missing = sorted(set(spec) - set(args))
+    extra = sorted(set(args) - set(spec))
+    if missing or extra:
+        parts = [f"missing {', '.join(missing)}" if missing else ""]
+        parts.append(f"unexpected {', '.join(map(str, extra))}" if extra else "")
+        detail = "; ".join(p for p in parts if p)
+        raise InvalidArgs(f"{kind} takes exactly {', '.join(spec)}: {detail}")
+    for name, allowed in spec.items():
+        value = args[name]
+        if not isinstance(value, str) or not value:
+            raise InvalidArgs(f"{kind} argument {name!r} must be a non-empty string")
+        if allowed is not None and value not in allowed:
+            raise InvalidArgs(
+                f"{kind} argument {name!r} must be one of {', '.join(allowed)}, got {value!r}"
+            )
+    return {name: args[name] for name in spec}
+
+
+def _result(kind: Kind, number: int, args: Mapping[str, str]) -> dict[str, Any]:
+    result: dict[str, Any] = {"id": f"{_PREFIX[kind]}-{number:07d}", "kind": kind}
+    result["status"] = "created"
+    result.update(args)
+    if kind == "server":
+        high, low = divmod(number, 256)
+        result["ip"] = f"10.0.{high % 256}.{low}"
+    return result
+
+
+def _count(records: list[CloudRecord]) -> dict[str, int]:
+    counts = dict.fromkeys(PLURAL.values(), 0)
+    for record in records:
+        counts[PLURAL[record.kind]] += 1
+    return counts
+
+
+@dataclass(frozen=True, kw_only=True)
+class CloudRecord:
+    """One key the cloud acted on, and what it answered the first time."""
+
+    key: str
+    kind: Kind
+    id: str
+    args: dict[str, Any]
+    result: dict[str, Any]  # the first answer; "status" is "created"
+    generation: int | None  # X-Fencing-Generation of the request that acted
+    created_at: str  # ISO 8601, UTC
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> CloudRecord:
+        return cls(
+            key=row["key"],
+            kind=row["kind"],
+            id=row["id"],
+            args=json.loads(row["args"]),
+            result=json.loads(row["result"]),
+            generation=row["generation"],
+            created_at=row["created_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "id": self.id,
+            "args": self.args,
+            "result": self.result,
+            "generation": self.generation,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What a successful `Cloud.submit` answers."""
+
+    status: int  # 201 created, 200 already_done
+    body: dict[str, Any]
+    hold: float | None = None  # set when drop_after took this answer: seconds to hold it
+
+    @property
+    def dropped(self) -> bool:
+        return self.hold is not None
+
+
+class Cloud:
+    """The mock cloud over one SQLite file; safe to share between threads."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        latency: float = 0.0,
+        synchronous: Synchronous = "FULL",
+    ) -> None:
+        """Open (or create) the store at `path`.
+
+        `latency` (seconds) is the baseline of the latency knob, restored by `reset()`.
+        `synchronous` is SQLite's durability level: FULL (the default) survives a
+        power cut; NORMAL and OFF still survive a crash of the mock process and are
+        faster where fsync is slow, for long property runs.
+        """
+        if synchronous not in get_args(Synchronous):
+            raise ValueError(f"synchronous must be one of {get_args(Synchronous)}")
+        self.path = os.fspath(path)
+        self._sql = queries("cloud.sql")
+        self._lock = threading.Lock()
+        self._baseline = updated(CloudFaults(), {"latency": latency})
+        self._faults = self._baseline
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous}")  # checked literal above
+        self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT:d}")
+        self._db.executescript(self._sql["schema"])
+        logger.info("mock cloud store=%s synchronous=%s", self.path, synchronous)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Cloud:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def reset(self) -> None:
+        """Forget everything: records, counters, fences, request counts, faults."""
+        with self._lock:
+            self._db.executescript(f"BEGIN IMMEDIATE;\n{self._sql['reset']};\nCOMMIT;")
+            self._faults = self._baseline
+        logger.info("mock cloud reset store=%s", self.path)
+
+    # -- knobs -----------------------------------------------------------------------
+
+    @property
+    def faults(self) -> CloudFaults:
+        return self._faults
+
+    def set_faults(self, changes: Mapping[str, Any] | None = None, **more: Any) -> CloudFaults:
+        """Replace the given knobs (`fail_before`, `drop_after`, `latency`, `hang`)."""
+        with self._lock:
+            self._faults = updated(self._faults, {**(changes or {}), **more})
+            logger.info("mock cloud faults %s", self._faults)
+            return self._faults
+
+    def _take(self, knob: Literal["fail_before", "drop_after"]) -> bool:
+        left: int = getattr(self._faults, knob)
+        if left <= 0:
+            return False
+        self._faults = updated(self._faults, {knob: left - 1})
+        return True
+
+    # -- the one mutating operation ----------------------------------------------------
+
+    def submit(
+        self,
+        kind: Kind,
+        key: str | None,
+        args: object,
+        *,
+        generation: int | None = None,
+        wait: Callable[[float], None] = time.sleep,
+    ) -> Outcome:
+        """Create a `kind` under idempotency `key` (see the module docstring).
+
+        Raises a `MockError` for every refusal. `wait` is how latency is spent.
+        """
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+        if not key:
+            raise MissingIdempotencyKey("send an Idempotency-Key header, e.g. 'run42:3'")
+        latency = self._faults.latency
+        if latency > 0:
+            wait(latency)
+        with self._lock:
+            fail = self._take("fail_before")
+            with self._transaction():
+                self._run("count_request", key=key)
+                if fail:
+                    raise InjectedFailure("fail_before knob: refused before acting")
+                outcome = self._apply(kind, key, validate_args(kind, args), generation)
+            if self._take("drop_after"):
+                logger.info("mock cloud drops the answer key=%s", key)
+                return Outcome(status=outcome.status, body=outcome.body, hold=self._faults.hang)
+            return outcome
+
+    def _apply(self, kind: Kind, key: str, args: dict[str, str], generation: int | None) -> Outcome:
+        run = run_of(key)
+        if generation is not None:
+            served = self._one("fence_get", run=run)
+            if served is not None and generation < served[0]:
+                raise StaleGeneration(
+                    f"run {run!r} is served at generation {served[0]}; {generation} is stale"
+                )
+            self._run("fence_raise", run=run, generation=generation)
+        row = self._one("record_get", key=key)
+        if row is not None:
+            record = CloudRecord.from_row(row)
+            if record.kind != kind or record.args != args:
+                raise KeyConflict(
+                    f"key {key!r} already created {record.kind} {record.id} with "
+                    f"{json.dumps(record.args, sort_keys=True)}; "
+                    f"now {kind} with {json.dumps(args, sort_keys=True)}"
+                )
+            logger.debug("mock cloud already_done key=%s id=%s", key, record.id)
+            return Outcome(status=200, body={**record.result, "status": "already_done"})
+        number = self._one("counter_next", kind=kind)
+        assert number is not None
+        result = _result(kind, number[0], args)
+        self._run(
+            "record_insert",
+            key=key,
+            run=run,
+            kind=kind,
+            id=result["id"],
+            args=json.dumps(args, sort_keys=True),
+            result=json.dumps(result),
+            generation=generation,
+            created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+        )
+        logger.info("mock cloud created %s id=%s key=%s", kind, result["id"], key)
+        return Outcome(status=201, body=result)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def record(self, key: str) -> CloudRecord | None:
+        """What `key` created, or None if the cloud never acted on it."""
+        with self._lock:
+            row = self._one("record_get", key=key)
+        return None if row is None else CloudRecord.from_row(row)
+
+    def requests(self, key: str) -> int:
+        """How many mutating requests carried `key` (repeats and refusals included)."""
+        with self._lock:
+            row = self._one("request_count", key=key)
+        return 0 if row is None else int(row[0])
+
+    def generation(self, run: str) -> int | None:
+        """The highest fencing generation served for `run`, if any."""
+        with self._lock:
+            row = self._one("fence_get", run=run)
+        return None if row is None else int(row[0])
+
+    def records(self, run: str | None = None) -> list[CloudRecord]:
+        """Every record in creation order, or only those of `run`."""
+        with self._lock:
+            if run is None:
+                rows = self._db.execute(self._sql["records_all"]).fetchall()
+            else:
+                rows = self._db.execute(self._sql["records_of_run"], {"run": run}).fetchall()
+        return [CloudRecord.from_row(row) for row in rows]
+
+    def counts(self, run: str | None = None) -> dict[str, int]:
+        """`{"servers": n, "databases": n, "dns_records": n}`."""
+        return _count(self.records(run))
+
+    def resources(self, run: str | None = None) -> dict[str, Any]:
+        """The body of `GET /v1/resources`."""
+        records = self.records(run)
+        return {
+            "counts": _count(records),
+            "total": len(records),
+            "resources": [record.to_json() for record in records],
+        }
+
+    # -- sqlite plumbing (callers hold the lock) ------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except MockError:
+            self._db.execute("COMMIT")  # a refusal keeps its request count and fence
+            raise
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _run(self, name: str, **params: object) -> None:
+        self._db.execute(self._sql[name], params)
+
+    def _one(self, name: str, **params: object) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._db.execute(self._sql[name], params).fetchone()
+        return row

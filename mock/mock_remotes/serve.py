@@ -1,0 +1,316 @@
+"""Start both mocks as real uvicorn subprocesses, and stop them again.
+
+    with start_mocks(Path(".crashresume/mocks")) as mocks:
+        ...  # mocks.cloud_url, mocks.model_url
+
+Each mock runs as `python -m uvicorn mock_remotes.<cloud|model>:app` on a free
+127.0.0.1 port (or the one asked for), with its state under `data_dir`
+(`mock-cloud.sqlite3`, `mock-model.json`) and its log in `mock-<name>.log`.
+`start_mocks` returns once both answer `/healthz`; if either fails to come up,
+whatever it started is killed before the error is raised. `stop()` (or leaving
+the `with` block, or interpreter exit) terminates both, then kills stragglers.
+
+`python -m mock_remotes [DATA_DIR]` runs both in the foreground (see `main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+__all__ = ["MockServers", "MockStartError", "ServedMock", "start_mocks"]
+
+logger = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT = 20.0  # seconds a mock may take to answer /healthz
+STOP_TIMEOUT = 5.0  # seconds between SIGTERM and SIGKILL
+POLL = 0.02  # seconds between readiness probes
+PORT_ATTEMPTS = 3  # a free port picked for us can be taken before uvicorn binds it
+
+
+class MockStartError(RuntimeError):
+    """A mock did not come up; the message carries the tail of its log."""
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class ServedMock:
+    """One mock running as a uvicorn subprocess."""
+
+    name: str  # "cloud" | "model"
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pid = self.process.pid
+                logger.warning("mock %s pid=%d ignored SIGTERM; killing", self.name, pid)
+                self.process.kill()
+                self.process.wait()
+        logger.info("mock %s stopped pid=%d", self.name, self.process.pid)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _spawn(
+    name: str, host: str, port: int, env: dict[str, str], data_dir: Path, log_level: str
+) -> ServedMock:
+    log_path = data_dir / f"mock-{name}.log"
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        f"mock_remotes.{name}:app",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--log-level",
+        log_level,
+        "--timeout-graceful-shutdown",
+        "1",
+    ]
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=data_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    logger.info("mock %s starting pid=%d port=%d", name, process.pid, port)
+    return ServedMock(name=name, url=f"http://{host}:{port}", process=process, log_path=log_path)
+
+
+def _wait_ready(mock: ServedMock, deadline: float) -> bool:
+    """True once `/healthz` answers; False if the process died first. Raises on timeout."""
+    with httpx.Client(base_url=mock.url, timeout=1.0) as client:
+        while True:
+            if mock.process.poll() is not None:
+                return False
+            try:
+                if client.get("/healthz").status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise MockStartError(
+                    f"mock {mock.name} did not answer {mock.url}/healthz in time; "
+                    f"log {mock.log_path}:\n{mock.log_tail()}"
+                )
+            time.sleep(POLL)
+
+
+@dataclass
+class _Launch:
+    """What it takes to (re)spawn one mock."""
+
+    name: str
+    host: str
+    port: int | None  # None: a free one, picked again if it was taken meanwhile
+    env: dict[str, str]
+    data_dir: Path
+    log_level: str
+
+    def spawn(self) -> ServedMock:
+        port = self.port or _free_port(self.host)
+        return _spawn(self.name, self.host, port, self.env, self.data_dir, self.log_level)
+
+
+def _start_all(launches: list[_Launch], timeout: float) -> list[ServedMock]:
+    """Spawn every mock at once, then wait for each; on any failure stop them all."""
+    deadline = time.monotonic() + timeout
+    running: list[ServedMock] = []
+    try:
+        for launch in launches:
+            running.append(launch.spawn())
+        for index, launch in enumerate(launches):
+            attempts = 1 if launch.port else PORT_ATTEMPTS
+            for attempt in range(1, attempts + 1):
+                mock = running[index]
+                if _wait_ready(mock, deadline):
+                    break
+                mock.stop()
+                if attempt == attempts:
+                    raise MockStartError(
+                        f"mock {mock.name} exited during startup (code "
+                        f"{mock.process.returncode}); log {mock.log_path}:\n{mock.log_tail()}"
+                    )
+                running[index] = launch.spawn()  # most likely the port was taken: retry
+    except BaseException:
+        for mock in running:
+            mock.stop()
+        raise
+    return running
+
+
+@dataclass
+class MockServers:
+    """Both mocks running as subprocesses, and helpers to poke them."""
+
+    cloud: ServedMock
+    model: ServedMock
+    data_dir: Path
+    _client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10.0))
+
+    @property
+    def cloud_url(self) -> str:
+        return self.cloud.url
+
+    @property
+    def model_url(self) -> str:
+        return self.model.url
+
+    def reset(self) -> None:
+        """Wipe both mocks: resources, keys, generations, counters, faults."""
+        self._post(f"{self.cloud_url}/admin/reset", {})
+        self._post(f"{self.model_url}/admin/reset", {})
+
+    def resources(self, run: str | None = None) -> dict[str, Any]:
+        """The cloud's `GET /v1/resources` body."""
+        params = {} if run is None else {"run": run}
+        return self._get(f"{self.cloud_url}/v1/resources", params)
+
+    def calls(self, run_id: str) -> int:
+        """How many decide requests the model counted for `run_id`."""
+        calls: int = self._get(f"{self.model_url}/v1/calls/{run_id}")["calls"]
+        return calls
+
+    def call_counts(self) -> dict[str, Any]:
+        """The model's `GET /v1/calls` body: `{"total": n, "by_run": {...}}`."""
+        return self._get(f"{self.model_url}/v1/calls")
+
+    def set_cloud_faults(self, **knobs: float) -> dict[str, Any]:
+        """Replace cloud knobs: fail_before, drop_after, latency, hang."""
+        return self._post(f"{self.cloud_url}/admin/faults", knobs)
+
+    def set_model_faults(self, **knobs: float) -> dict[str, Any]:
+        """Replace model knobs: malformed, unknown_tool, invalid_args, latency."""
+        return self._post(f"{self.model_url}/admin/faults", knobs)
+
+    def stop(self) -> None:
+        """Terminate both mocks (SIGKILL after STOP_TIMEOUT); safe to call twice."""
+        atexit.unregister(self.stop)
+        self._client.close()
+        self.model.stop()
+        self.cloud.stop()
+
+    def __enter__(self) -> MockServers:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _get(self, url: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        response = self._client.get(url, params=params)
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
+
+    def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self._client.post(url, json=body)
+        response.raise_for_status()
+        answer: dict[str, Any] = response.json()
+        return answer
+
+
+def start_mocks(
+    data_dir: str | os.PathLike[str],
+    *,
+    host: str = "127.0.0.1",
+    cloud_port: int | None = None,
+    model_port: int | None = None,
+    cloud_latency: float = 0.0,
+    model_latency: float = 0.0,
+    persist_model: bool = True,
+    log_level: str = "warning",
+    startup_timeout: float = STARTUP_TIMEOUT,
+) -> MockServers:
+    """Start the cloud and the model under uvicorn; return once both answer.
+
+    State goes under `data_dir` (created if missing): the cloud's SQLite file, and
+    the model's call counts when `persist_model` (so a restart keeps them).
+    Ports default to free ones. Nothing is left running if this raises.
+    """
+    directory = Path(data_dir).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["MOCK_CLOUD_DB"] = str(directory / "mock-cloud.sqlite3")
+    env["MOCK_CLOUD_LATENCY"] = str(cloud_latency)
+    env["MOCK_MODEL_LATENCY"] = str(model_latency)
+    env.pop("MOCK_MODEL_STATE", None)
+    if persist_model:
+        env["MOCK_MODEL_STATE"] = str(directory / "mock-model.json")
+    cloud, model = _start_all(
+        [
+            _Launch("cloud", host, cloud_port, env, directory, log_level),
+            _Launch("model", host, model_port, env, directory, log_level),
+        ],
+        startup_timeout,
+    )
+    servers = MockServers(cloud=cloud, model=model, data_dir=directory)
+    atexit.register(servers.stop)
+    logger.info("mocks ready cloud=%s model=%s data=%s", cloud.url, model.url, directory)
+    return servers
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both mocks in the foreground until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m mock_remotes", description=__doc__)
+    parser.add_argument("data_dir", nargs="?", default=".crashresume/mocks")
+    parser.add_argument("--cloud-port", type=int, default=8001)
+    parser.add_argument("--model-port", type=int, default=8002)
+    parser.add_argument("--cloud-latency", type=float, default=0.0, help="seconds")
+    parser.add_argument("--model-latency", type=float, default=0.0, help="seconds")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    with start_mocks(
+        args.data_dir,
+        cloud_port=args.cloud_port,
+        model_port=args.model_port,
+        cloud_latency=args.cloud_latency,
+        model_latency=args.model_latency,
+        log_level="info",
+    ) as mocks:
+        print(f"cloud {mocks.cloud_url}\nmodel {mocks.model_url}\n(Ctrl-C stops both)")
+        try:
+            while mocks.cloud.process.poll() is None and mocks.model.process.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+    return 0
