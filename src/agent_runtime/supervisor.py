@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from . import config, db, logfmt
+from .clients import tls_context
 from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError
 from .journal import Journal
 from .lease import owner_token
@@ -95,6 +96,7 @@ class Supervisor:
         self.conn = db.connect(url, application_name="agent_runtime.supervisor")
         db.ensure_schema(self.conn)
         self.journal = Journal(self.conn)
+        tls_context()  # built once here, inherited by every forked worker
 
     # -- signals -------------------------------------------------------------------------
 
