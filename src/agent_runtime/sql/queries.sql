@@ -161,3 +161,11 @@ SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s)
     updated_at = cr_now()
 WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
 RETURNING id;
+
+-- name: confirmed_steps_under
+-- The confirmed tools and arguments of every run whose id starts with a prefix
+-- (agent_runtime.conformance: one conform scenario's runs).
+SELECT d.run_id, d.tool, d.args
+FROM decisions d JOIN tool_calls t USING (run_id, seq)
+WHERE starts_with(d.run_id, %(prefix)s) AND t.state = 'confirmed'
+ORDER BY d.run_id, d.seq;
