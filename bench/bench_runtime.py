@@ -19,12 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _setup import database, fresh_journal, scratch  # noqa: E402
-
-from agent_runtime import db  # noqa: E402
-from agent_runtime.config import Settings  # noqa: E402
-from agent_runtime.worker import Worker  # noqa: E402
-from mock_remotes import Cloud, Model, cloud_transport, model_transport  # noqa: E402
+from _setup import database, fresh_journal, scratch
+from agent_runtime import db
+from agent_runtime.config import Settings
+from agent_runtime.worker import Worker
+from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 STEPS_PER_RUN = 4  # three tools, then "done"
 

@@ -27,13 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _setup import database, fresh_journal, scratch  # noqa: E402
-
-from agent_runtime import db  # noqa: E402
-from agent_runtime.config import Settings  # noqa: E402
-from agent_runtime.journal import Journal  # noqa: E402
-from agent_runtime.supervisor import Supervisor  # noqa: E402
-from mock_remotes import start_mocks  # noqa: E402
+from _setup import database, fresh_journal, scratch
+from agent_runtime import db
+from agent_runtime.config import Settings
+from agent_runtime.journal import Journal
+from agent_runtime.supervisor import Supervisor
+from mock_remotes import start_mocks
 
 RESUMING = re.compile(r"resuming run=(\S+) pid=(\d+)")
 
@@ -93,13 +92,13 @@ def heal_latency(url: str, cloud_url: str, model_url: str, kills: int) -> list[f
                 run_id = f"heal-{i}"
                 Journal(conn).create_run(run_id)
                 with ready:  # the supervisor polls every 3 s: wait for its first worker
-                    ready.wait_for(lambda: any(s[1] == run_id for s in seen), timeout=30)
+                    ready.wait_for(lambda r=run_id: any(s[1] == r for s in seen), timeout=30)
                     pid = next(s[2] for s in seen if s[1] == run_id)
                 time.sleep(0.05)  # let the worker get into its (slow) model call
                 killed = time.perf_counter()
                 os.kill(pid, signal.SIGKILL)
                 with ready:
-                    ready.wait_for(lambda: sum(s[1] == run_id for s in seen) == 2, timeout=30)
+                    ready.wait_for(lambda r=run_id: sum(s[1] == r for s in seen) == 2, timeout=30)
                     again = [s[0] for s in seen if s[1] == run_id][1]
                 latencies.append(again - killed)
     finally:
@@ -123,12 +122,17 @@ def main() -> None:
         try:
             for workers in args.workers:
                 rate = drain(url, mocks.cloud_url, mocks.model_url, args.runs, workers)
-                print(f"drain {args.runs} runs, max-workers {workers}: "
-                      f"{args.runs / rate:6.1f}s ({rate:6.1f} runs/s)", flush=True)
+                print(
+                    f"drain {args.runs} runs, max-workers {workers}: "
+                    f"{args.runs / rate:6.1f}s ({rate:6.1f} runs/s)",
+                    flush=True,
+                )
             mocks.set_model_faults(latency=2.0)
             lat = heal_latency(url, mocks.cloud_url, mocks.model_url, args.kills)
-            print(f"SIGKILL -> successor started: median {statistics.median(lat) * 1000:.1f} ms, "
-                  f"max {max(lat) * 1000:.1f} ms over {len(lat)} kills")
+            print(
+                f"SIGKILL -> successor started: median {statistics.median(lat) * 1000:.1f} ms, "
+                f"max {max(lat) * 1000:.1f} ms over {len(lat)} kills"
+            )
         finally:
             mocks.stop()
 
