@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 from agent_runtime.crash import CRASH_POINTS
-from agent_runtime.errors import EXIT_RETRY_LATER, EXIT_USAGE
+from agent_runtime.errors import EXIT_FAILED, EXIT_RETRY_LATER, EXIT_USAGE
 
 from .fix_runtime import Agent, cloud_key, journal_rows
 
@@ -122,3 +124,26 @@ def test_an_unreachable_database_is_one_clear_line_and_writes_nothing(
     assert len(errors) == 1 and "cannot reach the database at 127.0.0.1:1/crashresume" in errors[0]
     assert "Traceback" not in result.out
     assert mock_servers.calls("t-nodb") == 0
+
+
+def test_a_cloud_4xx_fails_the_run_with_the_reason_and_keeps_the_journal(
+    agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    # Someone already used this run's first key for other arguments: the cloud says 409.
+    squatter = httpx.post(
+        f"{mock_servers.cloud_url}/v1/servers",
+        json={"name": "other", "size": "large", "region": "elsewhere"},
+        headers={"Idempotency-Key": "t-409:0"},
+        timeout=10,
+    )
+    assert squatter.status_code == 201
+    result = agent.run("t-409")
+    assert result.code == EXIT_FAILED, result.out
+    assert "RemoteRejected" in result.out and "key_conflict" in result.out
+    run = conn.execute("SELECT status, failure FROM runs WHERE id = 't-409'").fetchone()
+    assert run["status"] == "failed" and "key_conflict" in run["failure"]
+    rows = journal_rows(conn, "t-409")
+    assert [d["tool"] for d in rows["decisions"]] == ["create_server"]
+    assert [c["state"] for c in rows["calls"]] == ["intent"]  # kept, for the operator to see
+    again = agent.run("t-409")
+    assert again.code != 0 and "failed" in again.out
