@@ -25,7 +25,7 @@ from types import FrameType
 
 from . import config, db, logfmt
 from .clients import tls_context
-from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError
+from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError, DatabaseError
 from .journal import Journal
 from .lease import owner_token
 from .records import Lease
@@ -125,16 +125,19 @@ class Supervisor:
             if code not in (EXIT_DONE, None):
                 # Our own child is dead for certain: its lease need not run out first.
                 delay = 0.0 if code == EXIT_CRASHED or (code or 0) < 0 else self.settings.poll
-                db.run(
-                    self.conn,
-                    "expire_lease_of",
-                    {
-                        "run": child.lease.run_id,
-                        "owner": child.lease.owner,
-                        "generation": child.lease.generation,
-                        "delay": delay,
-                    },
-                )
+                try:
+                    db.run(
+                        self.conn,
+                        "expire_lease_of",
+                        {
+                            "run": child.lease.run_id,
+                            "owner": child.lease.owner,
+                            "generation": child.lease.generation,
+                            "delay": delay,
+                        },
+                    )
+                except DatabaseError as exc:  # the lease will run out by itself
+                    log.warning("release-failed run=%s error=%r", child.lease.run_id, str(exc))
         return exited
 
     def sweep(self) -> list[Child]:
@@ -228,14 +231,26 @@ class Supervisor:
         )
         try:
             while not self.stopping:
-                self.reap()
-                self.sweep()
+                try:
+                    self.reap()
+                    self.sweep()
+                except DatabaseError as exc:  # keep supervising; leases settle the rest
+                    log.warning("supervisor-db-error error=%r", str(exc))
+                    self._reconnect()
                 if once and not self.children:
                     break
                 self.wait(s.poll)
         finally:
             self.shutdown()
         return 0
+
+    def _reconnect(self) -> None:
+        self.conn.close()
+        try:
+            self.conn = db.connect(self.url, application_name="agent_runtime.supervisor")
+        except DatabaseError as exc:
+            log.warning("supervisor-db-unreachable error=%r", str(exc))
+        self.journal = Journal(self.conn)
 
     def drain(self) -> None:
         """Run until no run is claimable and no worker is left (tests and benchmarks)."""

@@ -188,6 +188,7 @@ class Worker:
             return self._drive(lease)
         except LeaseLost as exc:
             log.warning("fenced run=%s generation=%d reason=%r", run_id, lease.generation, str(exc))
+            self._explain_fencing(lease)
             raise
         except AgentRuntimeError as exc:
             self._stop_on_error(lease, exc)
@@ -196,6 +197,22 @@ class Worker:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
                 self._heartbeat = None
+
+    def _explain_fencing(self, lease: Lease) -> None:
+        """Say who holds the run now: another owner, or an operator's cancel."""
+        try:
+            run = self.journal.get_run(lease.run_id)
+        except AgentRuntimeError:
+            return
+        if run is not None:
+            log.warning(
+                "lost-run run=%s mine=%d now_generation=%d now_status=%s now_owner=%s",
+                lease.run_id,
+                lease.generation,
+                run.generation,
+                run.status,
+                run.owner,
+            )
 
     def resolve(self, run_id: str, *, takeover: bool = False) -> int:
         """Re-send every stranded intent of ``run_id`` and record the answers; nothing else."""
