@@ -1,0 +1,168 @@
+"""The operator's text output: the ``runs`` table, ``show``'s history, and one-line results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from .runview import (
+    Cancellation,
+    Resolution,
+    RunHistory,
+    RunList,
+    Step,
+    clock_text,
+    relative,
+)
+
+
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in (header, *rows)
+    ]
+
+
+def _lease_text(expires: datetime | None, owner: str | None, now: datetime) -> str:
+    if owner is None or expires is None:
+        return "-"
+    verb = "expires" if expires > now else "expired"
+    return f"{verb} {clock_text(expires, now)} ({relative(expires, now)})"
+
+
+def format_runs(listing: RunList, *, filtered: bool) -> str:
+    if not listing.runs:
+        return "no runs match" if filtered else "no runs yet"
+    now = listing.now
+    assert now is not None
+    rows = [
+        (
+            r.id,
+            r.status,
+            str(r.generation),
+            str(r.steps),
+            str(r.llm_calls),
+            str(r.in_doubt) if r.in_doubt else "-",
+            (r.owner or "-") + (" (gone)" if r.owner_gone else ""),
+            _lease_text(r.lease_expires_at, r.owner, now),
+            f"{clock_text(r.updated_at, now)} ({relative(r.updated_at, now)})",
+            r.failure or "-",
+        )
+        for r in listing.runs
+    ]
+    header = (
+        "RUN",
+        "STATUS",
+        "GEN",
+        "STEPS",
+        "LLM",
+        "DOUBT",
+        "OWNER",
+        "LEASE",
+        "LAST ACTIVITY",
+        "FAILURE",
+    )
+    lines = _table(header, rows)
+    shown = len(listing.runs)
+    if shown < listing.total:
+        lines.append(f"showing {shown} of {listing.total} runs (--limit 0 lists all)")
+    else:
+        lines.append(f"{shown} run{'s' if shown != 1 else ''}")
+    return "\n".join(lines)
+
+
+def _step_lines(step: Step, now: datetime) -> list[str]:
+    gen = "generation"
+    if step.tool == "done":
+        return [
+            f"seq {step.seq}  done: the model had nothing left to do",
+            f"       decided   {clock_text(step.decided_at, now)}  {gen} {step.decided_by}"
+            f"  llm call {step.llm_call}",
+        ]
+    replay = f"  [replayed by generation {step.replayed_by}]" if step.replayed_by else ""
+    lines = [
+        f"seq {step.seq}  {step.tool} {json.dumps(step.args)}{replay}",
+        f"       decided   {clock_text(step.decided_at, now)}  {gen} {step.decided_by}"
+        f"  llm call {step.llm_call}",
+    ]
+    if step.intent_at is None:
+        lines.append("       intent    none: the tool was never called")
+        return lines
+    lines.append(
+        f"       intent    {clock_text(step.intent_at, now)}  {gen} {step.intent_by}  "
+        f"key {step.key}"
+    )
+    if step.confirmed_at is None:
+        lines.append("       confirm   none: IN DOUBT")
+    else:
+        resent = "  (re-sent under the same key)" if step.resent else ""
+        lines.append(
+            f"       confirm   {clock_text(step.confirmed_at, now)}  {gen} {step.confirmed_by}"
+            f"  result {step.result_id}  remote {step.remote_status}{resent}"
+        )
+    return lines
+
+
+def format_history(history: RunHistory) -> str:
+    run, now = history.run, history.now
+    owner = (run.owner or "-") + (" (process gone)" if history.owner_gone else "")
+    lines = [
+        f"run {run.id}  {run.status}  generation {run.generation}  llm_calls {run.llm_calls}"
+        f"  attempts {run.attempts}",
+        f"owner    {owner}  lease {_lease_text(run.lease_expires_at, run.owner, now)}",
+        f"clock    cr_now() {now.astimezone():%Y-%m-%d} {clock_text(now)} "
+        f"{now.astimezone():%Z}; the times below are local",
+        f"failure  {run.failure or '-'}",
+        "",
+        "steps",
+    ]
+    if not history.steps:
+        lines.append("  none decided yet")
+    for step in history.steps:
+        lines += ["  " + ln for ln in _step_lines(step, now)]
+    lines += ["", "timeline"]
+    if not history.events:
+        lines.append("  nothing yet")
+    for event in history.events:
+        lines.append(f"  {clock_text(event.at, now)}  {event.text}")
+    lines += ["", "in doubt"]
+    lines += [f"  {v}" for v in history.in_doubt] or [
+        "  nothing in doubt: every intent has its confirm"
+    ]
+    lines += ["", "state"]
+    lines += [f"  {n}" for n in history.notes]
+    return "\n".join(lines)
+
+
+def format_resolution(resolution: Resolution) -> str:
+    if not resolution.resolved:
+        return f"run {resolution.run_id}: nothing in doubt, nothing sent"
+    lines = [f"run {resolution.run_id}: {len(resolution.resolved)} intent(s) re-sent"]
+    for s in resolution.resolved:
+        if s.confirmed_at is None:
+            lines.append(f"  seq {s.seq}  key {s.key}  still no confirm")
+        else:
+            lines.append(
+                f"  seq {s.seq}  key {s.key}  result {s.result_id}  remote {s.remote_status}"
+            )
+    lines += [f"  still in doubt: {v}" for v in resolution.in_doubt]
+    return "\n".join(lines)
+
+
+def format_cancellation(c: Cancellation) -> str:
+    if c.already:
+        line = f"run {c.run_id} was already cancelled at {clock_text(c.cancelled_at)}"
+    else:
+        held = f", held by {c.previous_owner}" if c.previous_owner else ""
+        line = (
+            f"run {c.run_id} cancelled (was {c.previous_status}, generation "
+            f"{c.generation}{held}); its worker changes nothing from its next write on"
+        )
+    if c.left_in_doubt:
+        line += (
+            f"\n  left in doubt, never to be re-sent: {', '.join(c.left_in_doubt)} "
+            "(the remote may have acted on them)"
+        )
+    return line
