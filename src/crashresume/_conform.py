@@ -11,6 +11,7 @@ from crashresume._errors import BaselineError, UsageError
 from crashresume._findings import FindingKind
 from crashresume._forked import ForkedRunner
 from crashresume._judge import Judge
+from crashresume._progress import Progress
 from crashresume._report import Report, Rerun
 from crashresume._runner import InProcessRunner, Life, Runner
 from crashresume._scenarios import (
@@ -105,7 +106,11 @@ def conform(
             _check_only(only, wanted, base.calls)
             _run(runner, make_agent, items, wanted, judge, report)
         return report
-    _explore(runner, make_agent, items, (), base.calls, crashes, judge, report)
+    progress = Progress(f"conform {rerun.name}")
+    try:
+        _explore(runner, make_agent, items, (), base.calls, crashes, judge, report, progress)
+    finally:
+        progress.close()
     return report
 
 
@@ -180,10 +185,14 @@ def _explore(
     crashes: int,
     judge: Judge,
     report: Report,
+    progress: Progress,
 ) -> None:
     """Every scenario that starts with ``prefix`` and dies at one more point, recursively."""
     for point in points_for(calls):
         points = (*prefix, point)
         lives = _run(runner, factory, items, points, judge, report)
+        progress.update(len(report.scenarios), len(report.findings))
         if lives is not None and len(points) < crashes:
-            _explore(runner, factory, items, points, lives[-1].calls, crashes, judge, report)
+            _explore(
+                runner, factory, items, points, lives[-1].calls, crashes, judge, report, progress
+            )
