@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,18 +187,27 @@ class Worker:
                 interval=self.settings.heartbeat,
             ).start()
         try:
-            return self._drive(lease)
+            with self._holding(lease):
+                return self._drive(lease)
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
+                self._heartbeat = None
+
+    @contextmanager
+    def _holding(self, lease: Lease) -> Iterator[None]:
+        """How work under a lease ends: fenced (say by whom), or stopped with a reason."""
+        try:
+            yield
         except LeaseLost as exc:
-            log.warning("fenced run=%s generation=%d reason=%r", run_id, lease.generation, str(exc))
+            log.warning(
+                "fenced run=%s generation=%d reason=%r", lease.run_id, lease.generation, str(exc)
+            )
             self._explain_fencing(lease)
             raise
         except AgentRuntimeError as exc:
             self._stop_on_error(lease, exc)
             raise
-        finally:
-            if self._heartbeat is not None:
-                self._heartbeat.stop()
-                self._heartbeat = None
 
     def _explain_fencing(self, lease: Lease) -> None:
         """Say who holds the run now: another owner, or an operator's cancel."""
@@ -219,16 +230,11 @@ class Worker:
         lease = self.claim(run_id, takeover=takeover)
         if lease is None:
             return 0
-        try:
+        with self._holding(lease):
             history = self.journal.history(run_id)
             stranded = history.stranded()
             for call in stranded:
                 self._act(lease, history.decisions[call.seq], call)
-        except LeaseLost:
-            raise
-        except AgentRuntimeError as exc:
-            self._stop_on_error(lease, exc)
-            raise
         self.journal.release(lease, "resolved by an operator", delay=0.0)
         return len(stranded)
 
