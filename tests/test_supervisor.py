@@ -286,3 +286,26 @@ def test_bad_supervisor_configuration_is_refused_clearly(
     assert proc.returncode == EXIT_USAGE
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_workers_can_be_fresh_interpreters_instead_of_forks(
+    agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    journal = Journal(conn)
+    runs = ["exec-0", "exec-1"]
+    for run_id in runs:
+        journal.create_run(run_id)
+    sup = supervisors(*FAST, "--spawn", "exec", "--once")
+    assert sup.wait(120) == 0, sup.text
+    assert _all_done(conn, runs)
+    for run_id in runs:
+        _assert_each_step_once(conn, mock_servers, run_id)
+
+
+def test_sigint_stops_the_supervisor_like_sigterm(
+    agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    sup = supervisors(*FAST)
+    wait_for("the supervisor to start", lambda: "supervisor lease=" in sup.text)
+    assert sup.stop(signal.SIGINT) == 0
+    assert "supervisor-stopped" in sup.text
