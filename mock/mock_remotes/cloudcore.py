@@ -77,7 +77,13 @@ _ARGS: Final[dict[Kind, dict[str, tuple[str, ...] | None]]] = {
     "database": {"name": None, "engine": ("postgres", "mysql"), "server_id": None},
     "dns_record": {"name": None, "type": ("A", "CNAME"), "value": None},
 }
-BUSY_TIMEOUT = 5000  # milliseconds SQLite waits for another writer on the same file
+# PRAGMAs take no parameters: each setting maps to its whole statement, no string building.
+_SYNCHRONOUS = {
+    "FULL": "PRAGMA synchronous=FULL",
+    "NORMAL": "PRAGMA synchronous=NORMAL",
+    "OFF": "PRAGMA synchronous=OFF",
+}
+BUSY_TIMEOUT = "PRAGMA busy_timeout=5000"  # milliseconds SQLite waits for another writer
 
 
 def run_of(key: str) -> str:
@@ -210,8 +216,8 @@ class Cloud:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")  # checked literal above
-        self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT:d}")
+        self._db.execute(_SYNCHRONOUS[synchronous])
+        self._db.execute(BUSY_TIMEOUT)
         self._db.executescript(self._sql["schema"])
         logger.info("mock cloud store=%s synchronous=%s", self.path, synchronous)
 
