@@ -177,7 +177,9 @@ class LocalCluster:
             if port is None:
                 port = self._start(self._prepare())
                 action = "started"
-        log.info(
+        # Reusing the running server is every CLI call's normal case: not worth a line.
+        log.log(
+            logging.INFO if action == "started" else logging.DEBUG,
             "pg-ready datadir=%s port=%s action=%s elapsed_ms=%.0f",
             self.datadir,
             port,
