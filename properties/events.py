@@ -1,0 +1,205 @@
+"""A schedule is data: a list of events, each a small JSON object.
+
+=================  ==============================================  ==========================
+op                 what happens                                    fields
+=================  ==============================================  ==========================
+``start``          create run ``r<run>`` and start a worker; it    run
+                   claims the lease and pauses at its first gate
+``step``           the run's worker finishes one step (pauses at   run
+                   its next ``after_confirm``) or the run
+``crash``          the run's worker dies the next time it reaches  run, point, seq?, kill?
+                   ``point`` (at step ``seq`` if given)
+``stall``          the run's worker freezes at ``point`` and stops  run, point, seq?
+                   renewing its lease (it stays alive: a zombie)
+``resume``         the run's oldest stalled worker comes back      run
+                   (finishes its step, or is fenced)
+``restart``        a new worker takes the run over (in-process:    run
+                   ``takeover=True``; the old one, if alive, is a
+                   zombie from now on)
+``sweep``          the clock jumps past the lease, live workers     seconds?
+                   renew (their heartbeat), the supervisor claims
+                   every expired run and starts a worker on it
+``cloud_fault``    arm a knob of the mock cloud: ``fail_before``    fault, n | seconds
+                   (500, nothing done), ``drop_after`` (act, lose
+                   the answer), ``latency`` (seconds, 0 clears)
+``model_fault``    the next ``n`` model answers are unusable:       fault, n
+                   ``malformed``, ``unknown_tool``, ``invalid_args``
+``drop_connection``  ``pg_terminate_backend`` of the run's worker's   run
+                   database connection (the active one, else the
+                   newest stalled one)
+=================  ==============================================  ==========================
+
+An event that does not apply when it comes (a step of a run nobody works on) is a
+no-op and says so in the trace; that keeps every list of events a valid schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from agent_runtime.crash import CRASH_POINTS
+
+FORMAT: Final = "crashresume.schedule/1"
+RUNS: Final = 3  # runs a schedule may interleave: r0, r1, r2
+OPS: Final = (
+    "start",
+    "step",
+    "crash",
+    "stall",
+    "resume",
+    "restart",
+    "sweep",
+    "cloud_fault",
+    "model_fault",
+    "drop_connection",
+)
+CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency")
+MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
+_RUN_OPS: Final = frozenset(OPS) - {"sweep", "cloud_fault", "model_fault"}
+
+
+class ScheduleError(ValueError):
+    """A schedule file or event that is not what this module writes."""
+
+
+def run_id(index: int) -> str:
+    return f"r{index}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    op: str
+    run: int | None = None
+    point: str | None = None
+    seq: int | None = None
+    kill: bool = False  # crash: SIGKILL the process instead of os._exit(1) (process runner)
+    fault: str | None = None
+    n: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ScheduleError(f"unknown op {self.op!r}; one of {', '.join(OPS)}")
+        if self.op in _RUN_OPS and (self.run is None or not 0 <= self.run < RUNS):
+            raise ScheduleError(f"{self.op} needs run in 0..{RUNS - 1}, got {self.run!r}")
+        if self.op in ("crash", "stall") and self.point not in CRASH_POINTS:
+            raise ScheduleError(f"{self.op} needs point in {', '.join(CRASH_POINTS)}")
+        if self.seq is not None and self.seq < 0:
+            raise ScheduleError(f"seq must be >= 0, got {self.seq}")
+        if self.op == "cloud_fault" and self.fault not in CLOUD_FAULTS:
+            raise ScheduleError(f"cloud_fault needs fault in {', '.join(CLOUD_FAULTS)}")
+        if self.op == "model_fault" and self.fault not in MODEL_FAULTS:
+            raise ScheduleError(f"model_fault needs fault in {', '.join(MODEL_FAULTS)}")
+        counted = self.op in ("cloud_fault", "model_fault") and self.fault != "latency"
+        if counted and (self.n is None or self.n < 1):
+            raise ScheduleError(f"{self.op} {self.fault} needs n >= 1, got {self.n!r}")
+        if self.fault == "latency" and (self.seconds is None or not 0 <= self.seconds <= 1):
+            raise ScheduleError(f"latency needs seconds in [0, 1], got {self.seconds!r}")
+
+    @property
+    def run_name(self) -> str:
+        assert self.run is not None
+        return run_id(self.run)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op}
+        for name in ("run", "point", "seq", "fault", "n", "seconds"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.kill:
+            out["kill"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> Event:
+        if not isinstance(obj, Mapping) or "op" not in obj:
+            raise ScheduleError(f"an event is an object with an 'op', got {obj!r}")
+        known = {"op", "run", "point", "seq", "kill", "fault", "n", "seconds"}
+        extra = sorted(set(obj) - known)
+        if extra:
+            raise ScheduleError(f"unknown event field(s) {', '.join(extra)} in {dict(obj)!r}")
+        return cls(**{str(k): v for k, v in obj.items()})
+
+    def __str__(self) -> str:
+        if self.op in ("crash", "stall"):
+            at = f"{self.point}" + ("" if self.seq is None else f" seq={self.seq}")
+            how = " (SIGKILL)" if self.kill else ""
+            return f"{self.op} {self.run_name} at {at}{how}"
+        if self.op == "cloud_fault" or self.op == "model_fault":
+            amount = f"{self.seconds}s" if self.fault == "latency" else f"x{self.n}"
+            return f"{self.op} {self.fault} {amount}"
+        if self.op == "sweep":
+            return "sweep" + ("" if self.seconds is None else f" +{self.seconds}s")
+        return f"{self.op} {self.run_name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """A schedule as saved and replayed; the metadata says where it came from."""
+
+    events: tuple[Event, ...]
+    name: str = "schedule"
+    variant: str | None = None  # a deliberately broken runtime (properties.variants)
+    seed: int | None = None
+    profile: str | None = None
+    failure: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "variant": self.variant,
+            "seed": self.seed,
+            "profile": self.profile,
+            "failure": self.failure,
+            "length": len(self.events),
+            "events": [e.to_json() for e in self.events],
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> Schedule:
+        if isinstance(obj, list):  # a bare list of events is a schedule too
+            return cls(events=tuple(Event.from_json(e) for e in obj))
+        if not isinstance(obj, Mapping) or obj.get("format") != FORMAT:
+            raise ScheduleError(f"not a {FORMAT} file (no matching 'format' field)")
+        events = obj.get("events")
+        if not isinstance(events, list):
+            raise ScheduleError("'events' must be a list")
+        return cls(
+            events=tuple(Event.from_json(e) for e in events),
+            name=str(obj.get("name") or "schedule"),
+            variant=obj.get("variant"),
+            seed=obj.get("seed"),
+            profile=obj.get("profile"),
+            failure=obj.get("failure"),
+            meta=dict(obj.get("meta") or {}),
+        )
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(target)
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Schedule:
+        try:
+            obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ScheduleError(f"cannot read schedule {path}: {exc}") from exc
+        return cls.from_json(obj)
+
+
+def program(events: Sequence[Event]) -> str:
+    """The schedule as numbered lines, for reports."""
+    return "\n".join(f"{i:3d}. {e}" for i, e in enumerate(events, 1)) or "  (empty)"

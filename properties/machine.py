@@ -1,0 +1,288 @@
+"""The Hypothesis state machine that generates crash schedules and shrinks failures.
+
+Each rule turns its drawn arguments into one :class:`~properties.events.Event`
+(picking among the runs it applies to, so no step is wasted), hands it to the
+in-process runner, and records it. The invariants run after every rule; the
+teardown drives every run to completion and compares it with the crash-free
+baseline. When an example fails for good (Hypothesis' final, shrunk replay),
+the schedule is printed with the seed and saved as JSON for
+``python -m properties.replay``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Final
+
+import hypothesis
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from agent_runtime.crash import CRASH_POINTS
+
+from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
+from .profiles import profile_settings
+from .progress import Progress
+from .runner import ScheduleRunner, Stats
+
+FAILURES: Final = Path(__file__).resolve().parent / "failures"
+PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
+SEQ: Final = st.one_of(st.none(), st.integers(0, 3))
+# Hypothesis draws (and shrinks towards) early entries more often: interleave the kinds.
+FAULTS: Final = (
+    "fail_before", "drop_connection", "malformed", "drop_after", "unknown_tool", "latency",
+    "invalid_args",
+)  # fmt: skip
+assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection"}
+
+
+class ScheduleMachine(RuleBasedStateMachine):
+    """Bound to a runner by :func:`bind`; one instance per example."""
+
+    runner: ClassVar[ScheduleRunner]
+    name: ClassVar[str] = "schedule"
+    seed: ClassVar[int | None] = None
+    profile: ClassVar[str | None] = None
+    failures_dir: ClassVar[Path] = FAILURES
+    progress: ClassVar[Progress | None] = None
+    saved: ClassVar[list[tuple[Path, Schedule]]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runner.on_event = hypothesis.event
+        self.runner.reset()
+        self.events: list[Event] = []
+        self.failed = False
+        if self.progress is not None:
+            s = self.runner.stats
+            self.progress.update(s.examples, s.events, s.crashes)
+
+    # -- which runs a rule may pick ------------------------------------------------------------
+
+    def _runs(self, which: str) -> list[str]:
+        r = self.runner
+        names = [run_id(i) for i in range(RUNS)]
+        if which == "unstarted":
+            return [n for n in names if n not in r.started]
+        if which == "active":
+            return [n for n in r.started if r.active.get(n) is not None]
+        if which == "stalled":
+            return [n for n in r.started if r.stalled.get(n)]
+        if which == "live":
+            return [n for n in r.started if r.active.get(n) is not None or r.stalled.get(n)]
+        if which == "unfinished":
+            return [n for n in r.started if r.status(n) not in ("done", "failed", "cancelled")]
+        raise ValueError(which)
+
+    def _pick(self, which: str, pick: int) -> int:
+        runs = self._runs(which)
+        return int(runs[pick % len(runs)][1:])
+
+    def _do(self, event: Event) -> None:
+        self.events.append(event)
+        try:
+            self.runner.apply(event)
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+
+    # -- rules ---------------------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self._runs("unstarted")))
+    @rule(pick=PICK)
+    def start(self, pick: int) -> None:
+        self._do(Event(op="start", run=self._pick("unstarted", pick)))
+
+    @precondition(lambda self: bool(self._runs("active")))
+    @rule(pick=PICK)
+    def step(self, pick: int) -> None:
+        self._do(Event(op="step", run=self._pick("active", pick)))
+
+    @precondition(lambda self: bool(self._runs("active")))
+    @rule(pick=PICK, point=st.sampled_from(CRASH_POINTS), seq=SEQ, kill=st.booleans())
+    def crash(self, pick: int, point: str, seq: int | None, kill: bool) -> None:
+        run = self._pick("active", pick)
+        self._do(Event(op="crash", run=run, point=point, seq=seq, kill=kill))
+
+    @precondition(lambda self: bool(self._runs("active")))
+    @rule(pick=PICK, point=st.sampled_from(CRASH_POINTS), seq=SEQ)
+    def stall(self, pick: int, point: str, seq: int | None) -> None:
+        self._do(Event(op="stall", run=self._pick("active", pick), point=point, seq=seq))
+
+    @precondition(lambda self: bool(self._runs("stalled")))
+    @rule(pick=PICK)
+    def resume(self, pick: int) -> None:
+        self._do(Event(op="resume", run=self._pick("stalled", pick)))
+
+    @precondition(lambda self: bool(self._runs("unfinished")))
+    @rule(pick=PICK)
+    def restart(self, pick: int) -> None:
+        self._do(Event(op="restart", run=self._pick("unfinished", pick)))
+
+    @precondition(lambda self: bool(self._runs("unfinished")))
+    @rule()
+    def sweep(self) -> None:
+        self._do(Event(op="sweep"))
+
+    @precondition(lambda self: bool(self.runner.started))
+    @rule(fault=st.sampled_from(FAULTS), n=st.integers(1, 5), pick=PICK)
+    def fault(self, fault: str, n: int, pick: int) -> None:
+        """One rule for every fault, so that faults do not crowd out crashes."""
+        if fault == "drop_connection":
+            if self._runs("live"):
+                self._do(Event(op="drop_connection", run=self._pick("live", pick)))
+        elif fault == "latency":
+            self._do(Event(op="cloud_fault", fault=fault, seconds=0.002 if n % 2 else 0.0))
+        elif fault in CLOUD_FAULTS:
+            self._do(Event(op="cloud_fault", fault=fault, n=n))
+        else:
+            self._do(Event(op="model_fault", fault=fault, n=1 + n % 2))
+
+    # -- checks --------------------------------------------------------------------------------
+
+    @invariant()
+    def invariants_hold(self) -> None:
+        try:
+            self.runner.check()
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+
+    def teardown(self) -> None:
+        try:
+            if not self.failed:
+                self.runner.settle()
+                self.runner.check_final()
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+        finally:
+            self.runner.cleanup()
+
+    # -- failures ------------------------------------------------------------------------------
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failed = True
+        if not current_build_context().is_final:
+            return
+        schedule = Schedule(
+            events=tuple(self.events),
+            name=self.name,
+            variant=None if self.runner.variant.name == "correct" else self.runner.variant.name,
+            seed=self.seed,
+            profile=self.profile,
+            failure=f"{type(exc).__name__}: {exc}",
+            meta={"runner": self.runner.mode, "trace": list(self.runner.trace)},
+        )
+        digest = hashlib.sha1(json.dumps([e.to_json() for e in self.events]).encode()).hexdigest()[
+            :8
+        ]
+        path = schedule.save(self.failures_dir / f"{self.name}-{digest}.json")
+        type(self).saved.append((path, schedule))
+        if self.progress is not None:
+            self.progress.finding()
+        message = (
+            f"shrunk schedule: {len(self.events)} events, seed {self.seed}, "
+            f"profile {self.profile}, runtime {self.runner.variant.name}\n"
+            f"{program(self.events)}\n"
+            f"saved to {path}\n"
+            f"replay: python -m properties.replay {path} --mode inprocess  (or --mode process)"
+        )
+        note(message)
+        print(message)
+
+
+def bind(
+    runner: ScheduleRunner,
+    *,
+    name: str = "schedule",
+    seed: int | None = None,
+    profile: str | None = None,
+    failures_dir: Path = FAILURES,
+    progress: Progress | None = None,
+) -> type[ScheduleMachine]:
+    """A machine class over ``runner``; ``seed`` fixes Hypothesis' randomness."""
+    bound = type(
+        f"{ScheduleMachine.__name__}_{name}",
+        (ScheduleMachine,),
+        {
+            "runner": runner,
+            "name": name,
+            "seed": seed,
+            "profile": profile,
+            "failures_dir": failures_dir,
+            "progress": progress,
+            "saved": [],
+        },
+    )
+    if seed is not None:
+        bound = hypothesis.seed(seed)(bound)
+    return bound
+
+
+@dataclass(kw_only=True)
+class Exploration:
+    """What one Hypothesis run of the machine did, and how it ended."""
+
+    profile: str
+    seed: int | None
+    elapsed: float  # seconds
+    stats: Stats
+    error: Exception | None
+    saved: list[tuple[Path, Schedule]]
+
+    @property
+    def examples(self) -> int:
+        return self.stats.examples
+
+
+def _no_event(label: str) -> None:
+    return None
+
+
+def explore(
+    runner: ScheduleRunner,
+    *,
+    profile: str,
+    seed: int | None = None,
+    name: str = "schedule",
+    failures_dir: Path = FAILURES,
+    progress: Progress | None = None,
+    **overrides: object,
+) -> Exploration:
+    """Run the machine over ``runner`` under ``profile``; never raises the finding itself."""
+    machine = bind(
+        runner, name=name, seed=seed, profile=profile, failures_dir=failures_dir, progress=progress
+    )
+    runner.stats = Stats()
+    began = time.monotonic()
+    error: Exception | None = None
+    try:
+        run_state_machine_as_test(  # type: ignore[no-untyped-call]
+            machine, settings=profile_settings(profile, **overrides)
+        )
+    except Exception as exc:  # the shrunk failure (or a flaky one): the caller decides
+        error = exc
+    finally:
+        runner.cleanup()
+        runner.on_event = _no_event  # hypothesis.event fails outside a test
+    return Exploration(
+        profile=profile,
+        seed=seed,
+        elapsed=time.monotonic() - began,
+        stats=runner.stats,
+        error=error,
+        saved=list(machine.saved),
+    )

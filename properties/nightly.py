@@ -1,0 +1,111 @@
+"""``python -m properties.nightly --budget SECONDS``: the long randomised hunt.
+
+Runs the state machine under the ``nightly`` profile in rounds, each with a fresh
+random seed (the first one can be fixed with ``--seed`` or ``PROPERTIES_SEED``),
+until the time budget is spent. Every round's seed is logged before it starts;
+every finding is shrunk, saved as JSON under ``--failures`` (default
+properties/failures/) and listed at the end with its replay command. A summary
+goes to ``--report`` (JSON) for the workflow's artifacts. On a terminal a progress
+line shows examples, events, crashes and findings so far.
+
+Exit status: 0 nothing found, 1 at least one finding, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .machine import FAILURES, explore
+from .progress import Progress
+from .runners import InProcessRunner, database_url
+
+ROUND_EXAMPLES = 400  # examples per round: a round lasts about a minute
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m properties.nightly", description=__doc__)
+    parser.add_argument("--budget", type=float, required=True, help="seconds to spend")
+    parser.add_argument("--seed", type=int, help="seed of the first round (default: random)")
+    parser.add_argument("--shard", default="1/1", help="I/N, names this shard's files")
+    parser.add_argument("--failures", type=Path, default=FAILURES, help="where findings go")
+    parser.add_argument("--report", type=Path, help="write a JSON summary here")
+    parser.add_argument("--round-examples", type=int, default=ROUND_EXAMPLES)
+    parser.add_argument("--variant", help="hunt in a deliberately broken runtime instead")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.CRITICAL)
+    shard = args.shard.replace("/", "of")
+    first = args.seed if args.seed is not None else os.environ.get("PROPERTIES_SEED")
+    deadline = time.monotonic() + args.budget
+    runner = InProcessRunner(database_url(), variant=args.variant)
+    progress = Progress(f"nightly {args.shard}")
+    rounds: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
+    totals = {"examples": 0, "events": 0, "crashes": 0}
+    try:
+        runner.baseline()
+        while time.monotonic() < deadline:
+            seed = int(first) if first is not None and not rounds else _fresh_seed()
+            print(f"round {len(rounds) + 1} shard {args.shard} seed {seed}", flush=True)
+            result = explore(
+                runner,
+                profile="nightly",
+                seed=seed,
+                name=f"nightly-{shard}-{seed}",
+                failures_dir=args.failures,
+                progress=progress,
+                max_examples=args.round_examples,
+            )
+            for key in totals:
+                totals[key] += getattr(result.stats, key)
+            rounds.append(
+                {
+                    "seed": seed,
+                    "examples": result.stats.examples,
+                    "events": result.stats.events,
+                    "crashes": result.stats.crashes,
+                    "seconds": round(result.elapsed, 1),
+                    "crashes_per_point": result.stats.fired,
+                    "faults": result.stats.faults,
+                    "found": result.error is not None,
+                }
+            )
+            for path, schedule in result.saved:
+                findings.append({"seed": seed, "file": str(path), "failure": schedule.failure})
+            progress.update(totals["examples"], totals["events"], totals["crashes"], force=True)
+    finally:
+        progress.close()
+        runner.close()
+    print(
+        f"nightly shard {args.shard}: {len(rounds)} rounds, {totals['examples']} examples, "
+        f"{totals['events']} events, {totals['crashes']} crashes, {len(findings)} findings"
+    )
+    for finding in findings:
+        print(f"FINDING seed {finding['seed']}: {finding['failure']}")
+        print(f"  replay: python -m properties.replay {finding['file']} --mode process")
+    if args.report is not None:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(
+            json.dumps({"shard": args.shard, "rounds": rounds, "findings": findings}, indent=2)
+        )
+    return 1 if findings else 0
+
+
+def _fresh_seed() -> int:
+    return random.SystemRandom().getrandbits(32)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

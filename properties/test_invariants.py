@@ -1,0 +1,191 @@
+"""Each invariant check, shown failing on a crafted snapshot and passing on a sound one."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from .invariants import (
+    Ask,
+    Baseline,
+    CallRow,
+    DecisionRow,
+    RunRow,
+    Shadow,
+    Snapshot,
+    no_divergence,
+    no_duplicate_effect,
+    normalised,
+    settled,
+)
+from .profiles import active_profile
+from .progress import Progress
+from .remotes import CloudRow
+
+SERVER = {"name": "srv-1", "size": "small", "region": "local-1"}
+RESULT = {"id": "i-0000001", "kind": "server", "status": "created", **SERVER, "ip": "10.0.0.1"}
+
+
+def _snapshot(
+    *,
+    decisions: list[DecisionRow] | None = None,
+    calls: list[CallRow] | None = None,
+    cloud: list[CloudRow] | None = None,
+    model_calls: int = 1,
+    status: str = "running",
+    generation: int = 1,
+) -> Snapshot:
+    decisions = decisions if decisions is not None else [_decision()]
+    return Snapshot(
+        runs={
+            "r0": RunRow(
+                id="r0",
+                status=status,
+                owner=None,
+                generation=generation,
+                llm_calls=len(decisions),
+                failure=None,
+            )
+        },
+        decisions={"r0": {d.seq: d for d in decisions}},
+        calls={"r0": {c.seq: c for c in (calls if calls is not None else [_call()])}},
+        cloud=cloud if cloud is not None else [_record()],
+        model_calls={"r0": model_calls},
+    )
+
+
+def _decision(seq: int = 0, args: dict[str, Any] | None = None, generation: int = 1) -> DecisionRow:
+    return DecisionRow(
+        seq=seq, tool="create_server", args=args or SERVER, llm_call=1, generation=generation
+    )
+
+
+def _call(key: str = "r0:0", result: dict[str, Any] | None = None) -> CallRow:
+    return CallRow(
+        seq=0,
+        key=key,
+        state="confirmed",
+        result=result or RESULT,
+        remote_status="created",
+        generation=1,
+        confirm_generation=1,
+    )
+
+
+def _record(key: str = "r0:0", id: str = "i-0000001") -> CloudRow:
+    return CloudRow(
+        key=key, run="r0", kind="server", id=id, args=SERVER, result=RESULT, generation=1
+    )
+
+
+def _asks(*fates: str) -> list[Ask]:
+    return [
+        Ask(run="r0", seq=0, number=i + 1, worker=f"w{i + 1}", fate=f) for i, f in enumerate(fates)
+    ]
+
+
+def test_a_sound_snapshot_passes_every_check() -> None:
+    now = _snapshot()
+    assert no_duplicate_effect(now) == []
+    assert no_divergence(now, _asks("journaled")) == []
+    assert Shadow().check_and_update(now, {"r0": 1}) == []
+
+
+def test_two_servers_for_one_run_are_a_duplicate_effect() -> None:
+    now = _snapshot(cloud=[_record(), _record("r0:0~2", "i-0000002")])
+    (found, *_) = no_duplicate_effect(now)
+    assert found.kind == "duplicate_effect" and found.run == "r0"
+    assert "holds 2 servers (i-0000001 under r0:0, i-0000002 under r0:0~2)" in str(found)
+
+
+def test_a_changed_decision_is_lost_state() -> None:
+    shadow = Shadow()
+    shadow.check_and_update(_snapshot(), {})
+    other = {**SERVER, "name": "srv-2"}
+    (found,) = shadow.check_and_update(_snapshot(decisions=[_decision(args=other)]), {})
+    assert (found.kind, found.run, found.seq) == ("lost_state", "r0", 0)
+    assert "'srv-1'" in str(found) and "'srv-2'" in str(found)
+
+
+def test_a_row_written_by_an_older_generation_is_a_stale_write() -> None:
+    now = _snapshot(decisions=[_decision(generation=1)], calls=[], cloud=[], generation=2)
+    (found,) = Shadow().check_and_update(now, {"r0": 2})
+    assert "stale write: a decision by generation 1" in str(found)
+
+
+def test_a_confirm_naming_another_resource_than_the_cloud_holds_is_divergence() -> None:
+    now = _snapshot(cloud=[_record(id="i-0000009")])
+    (found,) = no_divergence(now, _asks("journaled"))
+    assert "confirmed with result i-0000001 (created) but the cloud holds i-0000009" in str(found)
+
+
+def test_a_resource_under_a_key_the_journal_never_wrote_is_divergence() -> None:
+    now = _snapshot(cloud=[_record(key="r0:0~2")], calls=[])
+    (found,) = no_divergence(now, _asks("journaled"))
+    assert "acted on key r0:0~2" in str(found) and "no intent under that key" in str(found)
+
+
+def test_an_unexplained_or_repeated_model_call_is_divergence() -> None:
+    twice = no_divergence(_snapshot(model_calls=2), _asks("journaled", "journaled"))
+    assert any("decided 2 times" in str(v) for v in twice)
+    lost = _asks("journaled", "lost")
+    lost[1].reason = "w2 ended: UniqueViolation"
+    (found,) = no_divergence(_snapshot(model_calls=2), lost)
+    assert "answer dropped with nothing in the schedule to explain it" in str(found)
+    lost[1].excused = True
+    assert no_divergence(_snapshot(model_calls=2), lost) == []
+    (uncounted,) = no_divergence(_snapshot(model_calls=3), lost)
+    assert "the model counted 3 calls, the runner saw 2 asks" in str(uncounted)
+
+
+def test_a_run_that_finished_differently_from_the_baseline_is_not_settled() -> None:
+    baseline = Baseline(tools=("create_server", "done"), args=(normalised(SERVER), {}))
+    done = DecisionRow(seq=1, tool="done", args={}, llm_call=2, generation=1)
+    good = _snapshot(decisions=[_decision(), done], status="done", model_calls=2)
+    assert settled(good, ["r0"], baseline, []) == []
+    short = _snapshot(decisions=[_decision()], status="done")
+    (found,) = settled(short, ["r0"], baseline, [])
+    assert "finished with tools ['create_server']" in str(found)
+    (unfinished,) = settled(_snapshot(), ["r0"], baseline, [])
+    assert "never finished: running" in str(unfinished)
+
+
+def test_progress_is_drawn_on_a_terminal_only() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal, pipe = Tty(), io.StringIO()
+    for stream in (terminal, pipe):
+        progress = Progress("properties", stream)
+        progress.finding()
+        progress.update(12, 340, 56, force=True)
+        progress.close()
+    assert "examples 12  events 340  crashes 56  findings 1" in terminal.getvalue()
+    assert pipe.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("env", "profile"),
+    [
+        ({}, "dev"),
+        ({"CI": "true"}, "ci"),
+        ({"CI": "true", "HYPOTHESIS_PROFILE": "nightly"}, "nightly"),
+    ],
+)
+def test_the_profile_follows_the_environment(
+    env: dict[str, str], profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert active_profile() == profile
+
+
+def test_an_unknown_profile_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "fast")
+    with pytest.raises(ValueError, match="use one of dev, ci, nightly"):
+        active_profile()

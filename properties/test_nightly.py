@@ -1,0 +1,52 @@
+"""The nightly driver logs its seeds, saves what it finds, and says how to replay it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 240  # seconds
+
+
+def _nightly(database_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable, "-m", "properties.nightly", "--budget", "1", "--seed", "4242",
+            "--failures", str(tmp_path / "failures"), "--report", str(tmp_path / "report.json"),
+            *args,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PROPERTIES_DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )  # fmt: skip
+
+
+def test_a_nightly_round_logs_its_seed_and_reports_nothing_found(
+    database_url: str, tmp_path: Path
+) -> None:
+    result = _nightly(database_url, tmp_path, "--round-examples", "5")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "round 1 shard 1/1 seed 4242" in result.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["rounds"][0]["seed"] == 4242
+    assert report["rounds"][0]["examples"] >= 5
+    assert report["findings"] == []
+
+
+def test_a_nightly_finding_is_saved_with_its_replay_command(
+    database_url: str, tmp_path: Path
+) -> None:
+    result = _nightly(database_url, tmp_path, "--round-examples", "60", "--variant", "no_fencing")
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    (finding,) = report["findings"]
+    assert finding["seed"] == 4242
+    assert "stale write" in finding["failure"]
+    assert Path(finding["file"]).exists()
+    assert f"replay: python -m properties.replay {finding['file']} --mode process" in result.stdout

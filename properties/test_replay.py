@@ -1,0 +1,166 @@
+"""Schedules are data: saved as JSON, replayed by one command, the same way every time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+
+from .events import Event, Schedule, ScheduleError
+from .profiles import active_profile, profile_settings
+from .runners import InProcessRunner, ProcessRunner
+from .strategies import schedules
+
+ROOT = Path(__file__).resolve().parent.parent
+REPLAY_TIMEOUT = 120  # seconds for one replay command
+
+# Every kind of event, two runs, a zombie that comes back after its run was stolen.
+BUSY = [
+    Event(op="start", run=0),
+    Event(op="step", run=0),
+    Event(op="crash", run=0, point="after_call"),
+    Event(op="start", run=1),
+    Event(op="stall", run=1, point="after_decide_before_journal"),
+    Event(op="sweep"),
+    Event(op="resume", run=1),
+    Event(op="restart", run=0),
+    Event(op="model_fault", fault="malformed", n=1),
+    Event(op="step", run=0),
+    Event(op="drop_connection", run=1),
+    Event(op="step", run=1),
+    Event(op="cloud_fault", fault="fail_before", n=2),
+    Event(op="cloud_fault", fault="latency", seconds=0.002),
+    Event(op="crash", run=0, point="after_confirm", kill=True),
+]
+# Caught with the confirm_before_call variant, harmless with the real runtime.
+CONFIRM_FIRST = Schedule(
+    events=(Event(op="start", run=0), Event(op="crash", run=0, point="after_intent")),
+    name="confirm-first",
+    variant="confirm_before_call",
+)
+
+
+def test_the_same_schedule_replays_to_the_same_outcome_in_both_runners(
+    inprocess_runner: InProcessRunner, process_runner: ProcessRunner
+) -> None:
+    first = inprocess_runner.replay(BUSY)
+    first_trace = list(inprocess_runner.trace)
+    assert inprocess_runner.replay(BUSY) == first
+    assert inprocess_runner.trace == first_trace
+    assert process_runner.replay(BUSY) == first
+    assert process_runner.trace == first_trace
+    assert process_runner.replay(BUSY) == first
+    # The schedule did what it says: a zombie fenced, a crash after the remote acted
+    # answered already_done on restart, a re-ask after the malformed answer.
+    assert any("ended: LeaseLost" in line for line in first_trace)
+    assert [c[1] for c in first["r0"]["calls"]] == ["r0:0", "r0:1", "r0:2"]
+    assert first["r0"]["calls"][1][3] == "already_done"
+    assert first["r1"]["model_calls"] == 5  # 4 answers journaled + 1 held by the fenced zombie
+
+
+def test_random_schedules_replay_deterministically(inprocess_runner: InProcessRunner) -> None:
+    examples = {"dev": 10, "ci": 25, "nightly": 300}[active_profile()]
+
+    @profile_settings(active_profile(), max_examples=examples)
+    @given(schedules())
+    def twice(events: list[Event]) -> None:
+        first = inprocess_runner.replay(events)
+        trace = list(inprocess_runner.trace)
+        assert inprocess_runner.replay(events) == first
+        assert inprocess_runner.trace == trace
+
+    twice()
+
+
+def test_a_schedule_round_trips_through_json(tmp_path: Path) -> None:
+    schedule = Schedule(
+        events=tuple(BUSY), name="busy", variant="no_fencing", seed=7, profile="nightly"
+    )
+    path = schedule.save(tmp_path / "busy.json")
+    loaded = Schedule.load(path)
+    assert loaded.events == schedule.events
+    assert (loaded.name, loaded.variant, loaded.seed, loaded.profile) == (
+        "busy",
+        "no_fencing",
+        7,
+        "nightly",
+    )
+    assert json.loads(path.read_text())["length"] == len(BUSY)
+    assert Schedule.from_json([e.to_json() for e in BUSY]).events == tuple(BUSY)
+
+
+@pytest.mark.parametrize(
+    ("event", "complaint"),
+    [
+        ({"op": "explode"}, "unknown op 'explode'"),
+        ({"op": "crash", "run": 0, "point": "after_lunch"}, "needs point in before_decide"),
+        ({"op": "step"}, "step needs run in 0..2"),
+        ({"op": "step", "run": 0, "colour": "red"}, "unknown event field(s) colour"),
+        ({"op": "cloud_fault", "fault": "fail_before"}, "needs n >= 1"),
+    ],
+)
+def test_a_malformed_event_is_refused_with_what_is_wrong(
+    event: dict[str, object], complaint: str
+) -> None:
+    with pytest.raises(ScheduleError, match=complaint.replace("(", r"\(").replace(")", r"\)")):
+        Event.from_json(event)
+
+
+def _replay(path: Path, database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PROPERTIES_DATABASE_URL": database_url}
+    return subprocess.run(
+        [sys.executable, "-m", "properties.replay", str(path), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=REPLAY_TIMEOUT,
+    )
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "process"])
+def test_the_replay_command_reproduces_a_saved_failure(
+    mode: str, tmp_path: Path, database_url: str
+) -> None:
+    path = CONFIRM_FIRST.save(tmp_path / "confirm-first.json")
+
+    broken = _replay(path, database_url, "--mode", mode)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "VIOLATION after event 2 (crash r0 at after_intent)" in broken.stdout
+    assert "confirmed with result unknown (created) but the cloud holds nothing" in broken.stdout
+
+    fixed = _replay(path, database_url, "--mode", mode, "--variant", "correct")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "no violation" in fixed.stdout
+    assert "r0: done tools=['create_server', 'create_database', 'create_dns_record', 'done']" in (
+        fixed.stdout
+    )
+
+
+def test_the_replay_command_refuses_a_file_that_is_not_a_schedule(
+    tmp_path: Path, database_url: str
+) -> None:
+    path = tmp_path / "nope.json"
+    path.write_text('{"format": "something else"}')
+    result = _replay(path, database_url)
+    assert result.returncode == 2
+    assert "not a crashresume.schedule/1 file" in result.stderr
+
+
+def test_a_fresh_interpreter_per_worker_gives_the_same_outcome(
+    database_url: str, inprocess_runner: InProcessRunner
+) -> None:
+    events = BUSY[:8]
+    expected = inprocess_runner.replay(events)
+    trace = list(inprocess_runner.trace)
+    execs = ProcessRunner(database_url, spawn="exec")
+    try:
+        assert execs.replay(events) == expected
+        assert execs.trace == trace
+    finally:
+        execs.close()
