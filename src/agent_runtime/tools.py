@@ -90,6 +90,8 @@ def parse_answer(answer: object) -> tuple[str, dict[str, Any]]:
     if not isinstance(tool, str) or not tool:
         raise MalformedAnswer(f"the model's answer has no tool name: {answer!r:.200}")
     if tool == DONE:
+        if answer.get("args") not in (None, {}):
+            raise InvalidArguments(f"{DONE!r} takes no arguments, got {answer.get('args')!r:.200}")
         return DONE, {}
     args = check_args(lookup(tool), answer.get("args"))
     return tool, dict(args)
