@@ -40,7 +40,6 @@ from typing import Any, Final, Literal
 import httpx
 
 from agent_runtime import db
-from agent_runtime.clients import CloudClient, ModelClient
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, SimulatedCrash, exit_process
 from agent_runtime.records import Lease
@@ -129,20 +128,12 @@ def build_worker(
     cloud_transport: httpx.BaseTransport | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Worker:
-    return variant.worker(
+    return variant.worker.build(
         variant.journal(conn),
         settings,
-        model=ModelClient(
-            settings.model_url, timeout=settings.model_timeout, transport=model_transport
-        ),
-        cloud=CloudClient(
-            settings.cloud_url,
-            timeout=settings.tool_timeout,
-            retries=settings.tool_retries,
-            backoff=settings.retry_backoff,
-            transport=cloud_transport,
-            sleep=sleep,
-        ),
+        model_transport=model_transport,
+        cloud_transport=cloud_transport,
+        sleep=sleep,
         crash=GatePlan(hook=hook),
         heartbeat_url=None,  # heartbeats are the runner's to model: it renews live leases
         owner=owner,

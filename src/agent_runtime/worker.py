@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -96,8 +97,31 @@ class Worker:
         except BaseException:
             conn.close()
             raise
-        return cls(
+        return cls.build(
             Journal(conn),
+            settings,
+            model_transport=model_transport,
+            cloud_transport=cloud_transport,
+            heartbeat_url=url if heartbeat else None,
+            owner=owner,
+        )
+
+    @classmethod
+    def build(
+        cls,
+        journal: Journal,
+        settings: Settings,
+        *,
+        model_transport: httpx.BaseTransport | None = None,
+        cloud_transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        crash: CrashPlan | None = None,
+        heartbeat_url: str | None = None,
+        owner: str | None = None,
+    ) -> Worker:
+        """A worker on a journal you connected, with clients made from ``settings``."""
+        return cls(
+            journal,
             settings,
             model=ModelClient(
                 settings.model_url, timeout=settings.model_timeout, transport=model_transport
@@ -108,8 +132,10 @@ class Worker:
                 retries=settings.tool_retries,
                 backoff=settings.retry_backoff,
                 transport=cloud_transport,
+                sleep=sleep,
             ),
-            heartbeat_url=url if heartbeat else None,
+            crash=crash,
+            heartbeat_url=heartbeat_url,
             owner=owner,
         )
 
