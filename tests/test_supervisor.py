@@ -309,3 +309,24 @@ def test_sigint_stops_the_supervisor_like_sigterm(
     wait_for("the supervisor to start", lambda: "supervisor lease=" in sup.text)
     assert sup.stop(signal.SIGINT) == 0
     assert "supervisor-stopped" in sup.text
+
+
+def test_a_supervised_worker_owns_its_run_under_its_own_pid(
+    agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    mock_servers.set_model_faults(latency=0.5)
+    Journal(conn).create_run("adopted")
+    sup = supervisors(*FAST)
+    _, pid = wait_for("the worker", lambda: sup.resumed("adopted"))[0]
+
+    def owner() -> str | None:
+        row = conn.execute("SELECT owner FROM runs WHERE id = 'adopted'").fetchone()
+        return row["owner"] if row["owner"] and f":{pid}:" in row["owner"] else None
+
+    token = wait_for("the worker to adopt the lease", owner)
+    claim = conn.execute("SELECT owner FROM run_claims WHERE run_id = 'adopted'").fetchone()
+    assert claim["owner"] == token  # the audit trail names the worker, not its parent
+    os.kill(pid, signal.SIGKILL)
+    mock_servers.set_model_faults(latency=0)
+    wait_for("the run to finish", lambda: _status(conn, "adopted") == "done")
+    assert len(sup.resumed("adopted")) == 2  # released at once despite the adopted token

@@ -40,7 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = config.from_env()
     run_id = args.run_id or os.environ.get("RUN_ID") or _new_run_id()
     url = database_url(settings)
-    worker = Worker.open(settings, url, owner=args.owner)
+    worker = Worker.open(settings, url)
     try:
         lease = None
         if args.owner is not None and args.generation is not None:

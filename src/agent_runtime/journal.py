@@ -89,6 +89,11 @@ class Journal:
             )
         return row
 
+    def adopt(self, lease: Lease, owner: str) -> Lease:
+        """Put ``owner`` on a lease claimed for it; same generation."""
+        self._fenced("adopt_lease", lease, "lease adoption", new_owner=owner)
+        return Lease(run_id=lease.run_id, owner=owner, generation=lease.generation)
+
     def renew(self, lease: Lease, seconds: float) -> datetime:
         row = self._fenced("renew_lease", lease, "lease renewal", seconds=seconds)
         expires: datetime = row["lease_expires_at"]

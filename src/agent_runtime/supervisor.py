@@ -61,7 +61,7 @@ def _run_forked_worker(settings: config.Settings, url: str, lease: Lease) -> int
     from .worker import Worker
 
     try:
-        worker = Worker.open(settings, url, owner=lease.owner)
+        worker = Worker.open(settings, url)  # its own token; it adopts the lease
         try:
             worker.run(lease.run_id, lease=lease, create=False)
         finally:
@@ -131,7 +131,6 @@ class Supervisor:
                         "expire_lease_of",
                         {
                             "run": child.lease.run_id,
-                            "owner": child.lease.owner,
                             "generation": child.lease.generation,
                             "delay": delay,
                         },

@@ -205,6 +205,9 @@ class Worker:
             lease = self.claim(run_id, takeover=takeover)
             if lease is None:
                 return self._already_done(run_id)
+        elif lease.owner != self.owner:
+            lease = self.journal.adopt(lease, self.owner)
+            log.info("adopted run=%s generation=%d owner=%s", run_id, lease.generation, self.owner)
         if self.heartbeat_url is not None:
             self._heartbeat = Heartbeat(
                 self.heartbeat_url,

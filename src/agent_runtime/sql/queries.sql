@@ -155,12 +155,31 @@ SELECT seq, idem_key, state, result, remote_status, generation, confirm_generati
 FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
 
 -- name: expire_lease_of
--- The supervisor saw its own child exit: that owner is dead for certain.
+-- The supervisor saw its own child exit: whoever holds this generation is dead for
+-- certain (the child may have adopted the lease under its own token; a newer claim
+-- would have bumped the generation). A run the worker released itself keeps the
+-- release's own reason and delay.
 UPDATE runs
 SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s),
     updated_at = cr_now()
-WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
+WHERE id = %(run)s AND generation = %(generation)s AND status = 'running'
+  AND owner IS NOT NULL
 RETURNING id;
+
+-- name: adopt_lease
+-- A worker started on a lease claimed for it (by a supervisor) puts its own token on
+-- it, so "is the owner's process alive?" asks about the worker, not its parent.
+-- Same generation: nothing it or its parent wrote is fenced by the swap.
+WITH owned AS (
+    UPDATE runs SET owner = %(new_owner)s
+    WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
+      AND status = 'running'
+    RETURNING id
+)
+UPDATE run_claims c SET owner = %(new_owner)s
+FROM owned
+WHERE c.run_id = owned.id AND c.generation = %(generation)s
+RETURNING c.generation;
 
 -- name: confirmed_steps_under
 -- The confirmed tools and arguments of every run whose id starts with a prefix
