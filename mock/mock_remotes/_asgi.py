@@ -11,6 +11,8 @@ remote act and never hears back.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request, Response
@@ -67,3 +69,21 @@ def build_app(
         "/{rest:path}", endpoint, methods=_ALL_METHODS, name="fallback", include_in_schema=False
     )
     return app
+
+
+def lazy_app(module: str, build: Callable[[], FastAPI]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` serving ``app``, built by ``build`` on first access.
+
+    ``uvicorn mock_remotes.cloud:app`` reads the environment only when it asks for
+    ``app``; importing the module for ``create_app`` builds nothing.
+    """
+    built: list[FastAPI] = []
+
+    def __getattr__(name: str) -> Any:
+        if name == "app":
+            if not built:
+                built.append(build())
+            return built[0]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

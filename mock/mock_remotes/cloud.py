@@ -17,11 +17,10 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
-from mock_remotes._asgi import build_app
+from mock_remotes._asgi import build_app, lazy_app
 from mock_remotes.cloudcore import Cloud, Synchronous
 from mock_remotes.cloudroutes import cloud_router
 
@@ -30,7 +29,6 @@ __all__ = ["DEFAULT_DB", "create_app"]  # and `app`, built lazily
 logger = logging.getLogger(__name__)
 
 DEFAULT_DB = "./mock-cloud.sqlite3"
-_app: FastAPI | None = None
 
 
 def create_app(
@@ -72,11 +70,4 @@ def _from_env() -> FastAPI:
     return create_app(path, latency=latency)
 
 
-def __getattr__(name: str) -> Any:
-    """`app`, built from the environment on first access (for `uvicorn ...:app`)."""
-    global _app
-    if name == "app":
-        if _app is None:
-            _app = _from_env()
-        return _app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_app(__name__, _from_env)

@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 from fastapi import FastAPI
 
-from mock_remotes._asgi import build_app
+from mock_remotes._asgi import build_app, lazy_app
 from mock_remotes.modelcore import Model
 from mock_remotes.modelroutes import model_router
 
 __all__ = ["create_app"]  # and `app`, built lazily
 
 logger = logging.getLogger(__name__)
-
-_app: FastAPI | None = None
 
 
 def create_app(
@@ -54,11 +51,4 @@ def _from_env() -> FastAPI:
     return create_app(state, latency=latency)
 
 
-def __getattr__(name: str) -> Any:
-    """`app`, built from the environment on first access (for `uvicorn ...:app`)."""
-    global _app
-    if name == "app":
-        if _app is None:
-            _app = _from_env()
-        return _app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_app(__name__, _from_env)
