@@ -35,6 +35,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent_runtime.errors import DatabaseError
 
@@ -65,6 +66,51 @@ class ServerAccount:
     uid: int
     gid: int
     switch: bool
+
+    def process_kwargs(self) -> dict[str, Any]:
+        """``subprocess`` arguments that run a child as this account (root's groups dropped)."""
+        if not self.switch:
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+
+def server_env() -> dict[str, str]:
+    """The environment of a server binary: PGDATA, PGPORT and friends would override what we
+    pass on the command line, so every ``PG*`` variable is left out."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("PG")}
+
+
+def run_initdb(
+    bindir: Path, datadir: Path, account: ServerAccount, *, superuser: str, timeout: float
+) -> None:
+    """``initdb`` on an empty ``datadir`` as ``account``; ``ClusterError`` says what failed."""
+    cmd = [
+        str(bindir / "initdb"),
+        f"--pgdata={datadir}",
+        f"--username={superuser}",
+        "--auth=trust",
+        "--encoding=UTF8",
+        "--no-locale",
+    ]
+    try:
+        subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=timeout,
+            cwd="/",
+            env=server_env(),
+            **account.process_kwargs(),
+        )
+    except subprocess.CalledProcessError as exc:
+        raise ClusterError(
+            f"initdb failed on {datadir} (exit {exc.returncode}): "
+            f"{(exc.stderr or exc.stdout or '').strip()[-2000:]}\n"
+            "Fix the cause above, then remove the directory's contents and retry."
+        ) from exc
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ClusterError(f"Cannot run {cmd[0]} ({exc}); check {bindir}.") from exc
 
 
 def server_account() -> ServerAccount:

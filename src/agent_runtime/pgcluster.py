@@ -6,17 +6,13 @@ cleared, orphaned backends are waited for), creates the database ``crashresume``
 ``postgresql://postgres@127.0.0.1:<port>/crashresume``. The server runs in its own session and
 outlives the process that started it; ``stop()`` or ``remove()`` ends it.
 
-Files::
+Files: ``<datadir>/`` (owned by the server account, mode 0700), ``<datadir>/crashresume.conf``
+(our settings, see ``agent_runtime.pgconf``), ``<datadir>/server.log`` (the server's stderr) and
+``<datadir>.lock`` (serialises ensure_running/stop/remove across threads and processes).
 
-    <datadir>/                    data directory, owned by the server account, mode 0700
-    <datadir>/crashresume.conf    our settings (port included), rewritten on every start and
-                                  included from postgresql.conf, so `postgres -D` alone works
-    <datadir>/server.log          the server's stderr
-    <datadir>.lock                fcntl lock: ensure_running/stop/remove are serialised across
-                                  threads and processes (one initdb, one server)
-
-The port is persisted in ``crashresume.conf``: a restart reuses it, unless something else took
-it meanwhile, in which case a free one is picked and persisted. The server listens only on
+The port is persisted: a restart reuses it, unless something else took it meanwhile, in which
+case a free one is picked and persisted. Extra server settings (``settings=``) are written to
+the same file at every start. The server listens only on
 127.0.0.1 and on a unix socket inside the data directory, with ``trust`` authentication: a
 development and test cluster (any local user may connect as superuser), not a shared server.
 ``fsync`` stays on: durability across crashes is the point of the project.
@@ -34,13 +30,10 @@ Errors: ``ClusterError`` (from ``pgbinaries``, re-exported here), its message sa
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -53,6 +46,7 @@ from psycopg import errors, sql
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 
+from agent_runtime import pgconf
 from agent_runtime.pgbinaries import (
     BIN_CACHE,
     BINDIR_ENV,
@@ -63,8 +57,22 @@ from agent_runtime.pgbinaries import (
     is_server_bindir,
     make_dirs,
     reachable_bindir,
+    run_initdb,
     server_account,
+    server_env,
     server_major,
+)
+from agent_runtime.pgprocess import (
+    HOST,
+    POLL_INTERVAL,
+    LockTimeout,
+    adopt_child,
+    alive,
+    cwd_of,
+    file_lock,
+    free_port,
+    port_free,
+    wait_orphans,
 )
 
 __all__ = ["ClusterError", "LocalCluster", "StopMode", "find_bindir"]
@@ -75,27 +83,18 @@ StopMode = Literal["smart", "fast", "immediate"]
 
 DB_NAME = "crashresume"
 SUPERUSER = "postgres"
-HOST = "127.0.0.1"
-MAX_CONNECTIONS = 200
-SHARED_BUFFERS = "32MB"
 THROWAWAY_PREFIX = "crashresume-pg-"
-CONF_NAME = "crashresume.conf"
 LOG_NAME = "server.log"
 INITDB_TIMEOUT = 300.0  # seconds
 START_TIMEOUT = 60.0  # seconds; crash recovery replays WAL before accepting connections
 STOP_TIMEOUT = 60.0  # seconds; a fast stop writes a shutdown checkpoint first
 LOCK_TIMEOUT = START_TIMEOUT + INITDB_TIMEOUT  # seconds waiting for another process's start
 ORPHAN_TIMEOUT = 5.0  # seconds for backends of a killed postmaster to notice and exit
-POLL_INTERVAL = 0.005  # seconds between readiness and exit checks
 CONNECT_TIMEOUT = 2  # seconds; libpq's smallest useful connect_timeout
 PORT_ATTEMPTS = 5  # fresh ports tried when the chosen one is taken during start
 LOG_TAIL = 2000  # characters of server.log quoted in errors
-_SOCKET_PATH_MAX = 107  # bytes of sockaddr_un.sun_path without the NUL
 _STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 _BIND_FAILURE = "could not create any TCP/IP sockets"
-
-# Servers this process started: polled so that they do not linger as zombies after a stop.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 class LocalCluster:
@@ -108,8 +107,10 @@ class LocalCluster:
         port: int | None = None,
         *,
         bin_cache: Path = BIN_CACHE,
+        settings: pgconf.Settings | None = None,
     ) -> None:
         self.datadir = Path(os.path.abspath(datadir))
+        self._settings = pgconf.checked(settings)
         self._bindir = bindir
         self._port = port
         self._bin_cache = bin_cache
@@ -118,9 +119,16 @@ class LocalCluster:
         self._source_bindir: Path | None = None  # as found, before any copy; persisted
 
     @classmethod
-    def throwaway(cls, bindir: Path | None = None, *, bin_cache: Path = BIN_CACHE) -> LocalCluster:
+    def throwaway(
+        cls,
+        bindir: Path | None = None,
+        *,
+        bin_cache: Path = BIN_CACHE,
+        settings: pgconf.Settings | None = None,
+    ) -> LocalCluster:
         """A cluster in a fresh ``/tmp/crashresume-pg-*`` directory; ``remove()`` deletes it."""
-        return cls(Path(tempfile.mkdtemp(prefix=THROWAWAY_PREFIX)), bindir, bin_cache=bin_cache)
+        datadir = Path(tempfile.mkdtemp(prefix=THROWAWAY_PREFIX))
+        return cls(datadir, bindir, bin_cache=bin_cache, settings=settings)
 
     def __repr__(self) -> str:
         return f"LocalCluster({str(self.datadir)!r})"
@@ -146,7 +154,7 @@ class LocalCluster:
         pid, port = self._read_pidfile()
         if pid is not None and port is not None and self._is_postmaster(pid):
             return port
-        return self._port or _conf_int(self._conf_text(), "port")
+        return self._port or pgconf.persisted_port(pgconf.read(self.datadir))
 
     @property
     def url(self) -> str:
@@ -218,9 +226,9 @@ class LocalCluster:
         return pid, port
 
     def _is_postmaster(self, pid: int) -> bool:
-        if not _alive(pid):
+        if not alive(pid):
             return False
-        cwd = _cwd(pid)  # a postmaster and its backends chdir to the data directory
+        cwd = cwd_of(pid)  # a postmaster and its backends chdir to the data directory
         return cwd is None or cwd == self.datadir.resolve()
 
     def _running_port(self) -> int | None:
@@ -251,7 +259,7 @@ class LocalCluster:
         """Poll until the server answers (True) or exits (False); ClusterError on timeout."""
         deadline = time.monotonic() + START_TIMEOUT
         while True:
-            exited = proc.poll() is not None if proc is not None else not _alive(pid)
+            exited = proc.poll() is not None if proc is not None else not alive(pid)
             if exited:
                 return False
             if self._probe(port, create_db=True):
@@ -295,7 +303,7 @@ class LocalCluster:
         return bindir
 
     def _server_bindir(self, major: int | None) -> Path:
-        persisted = _conf_str(self._conf_text(), "bindir")
+        persisted = pgconf.persisted_bindir(pgconf.read(self.datadir))
         if self._bindir is not None:
             source = self._bindir
         elif persisted and not os.environ.get(BINDIR_ENV) and is_server_bindir(Path(persisted)):
@@ -318,37 +326,9 @@ class LocalCluster:
         if self.account.switch:
             os.chown(self.datadir, self.account.uid, self.account.gid)
         self.datadir.chmod(0o700)
-        cmd = [
-            str(bindir / "initdb"),
-            f"--pgdata={self.datadir}",
-            f"--username={SUPERUSER}",
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--no-locale",
-        ]
-        try:
-            subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=INITDB_TIMEOUT,
-                cwd="/",
-                env=_server_env(),
-                user=self._user(),
-                group=self._group(),
-                extra_groups=self._extra_groups(),
-            )
-        except subprocess.CalledProcessError as exc:
-            raise ClusterError(
-                f"initdb failed on {self.datadir} (exit {exc.returncode}): "
-                f"{(exc.stderr or exc.stdout or '').strip()[-LOG_TAIL:]}\n"
-                "Fix the cause above, then remove the directory's contents and retry."
-            ) from exc
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise ClusterError(f"Cannot run {cmd[0]} ({exc}); check {bindir}.") from exc
+        run_initdb(bindir, self.datadir, self.account, superuser=SUPERUSER, timeout=INITDB_TIMEOUT)
         with (self.datadir / "postgresql.conf").open("a") as conf:
-            conf.write(f"\ninclude_if_exists = '{CONF_NAME}'  # crashresume settings\n")
+            conf.write(f"\ninclude_if_exists = '{pgconf.CONF_NAME}'  # crashresume settings\n")
         log.info(
             "pg-initdb datadir=%s bindir=%s elapsed_ms=%.0f",
             self.datadir,
@@ -379,7 +359,7 @@ class LocalCluster:
                     f"{proc.returncode}). Fix the cause in {self.log_path}:"
                     f"{self._log_tail(log_offset)}"
                 )
-            old, port = port, _free_port()
+            old, port = port, free_port()
             log.warning("pg-port-taken datadir=%s port=%s retry_port=%s", self.datadir, old, port)
         raise ClusterError(
             f"Every port tried for {self.datadir} was taken while starting; pass a free port."
@@ -396,23 +376,12 @@ class LocalCluster:
                 stdout=server_log,
                 stderr=subprocess.STDOUT,
                 cwd="/",
-                env=_server_env(),
+                env=server_env(),
                 start_new_session=True,  # outlives us and our terminal's Ctrl-C
-                user=self._user(),
-                group=self._group(),
-                extra_groups=self._extra_groups(),
+                **self.account.process_kwargs(),
             )
-        _CHILDREN[proc.pid] = proc
+        adopt_child(proc)
         return proc, offset
-
-    def _user(self) -> int | None:
-        return self.account.uid if self.account.switch else None
-
-    def _group(self) -> int | None:
-        return self.account.gid if self.account.switch else None
-
-    def _extra_groups(self) -> list[int] | None:
-        return [] if self.account.switch else None  # drop root's supplementary groups
 
     def _clear_stale_pidfile(self) -> None:
         pidfile = self.datadir / "postmaster.pid"
@@ -430,67 +399,37 @@ class LocalCluster:
 
     def _wait_orphans(self) -> None:
         """Wait for backends of a killed postmaster to exit (they hold its shared memory)."""
-        target = self.datadir.resolve()
-        deadline = time.monotonic() + ORPHAN_TIMEOUT
-        killed = False
-        while pids := _pids_with_cwd(target):
-            if time.monotonic() > deadline:
-                if killed:
-                    return  # the start reports what is still in the way
-                log.warning("pg-orphans-killed datadir=%s pids=%s", self.datadir, pids)
-                for pid in pids:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-                killed, deadline = True, time.monotonic() + ORPHAN_TIMEOUT
-            time.sleep(POLL_INTERVAL)
+
+        def killing(pids: list[int]) -> None:
+            log.warning("pg-orphans-killed datadir=%s pids=%s", self.datadir, pids)
+
+        wait_orphans(self.datadir.resolve(), timeout=ORPHAN_TIMEOUT, on_kill=killing)
 
     def _choose_port(self) -> int:
         if self._port is not None:
-            if not _port_free(self._port):
+            if not port_free(self._port):
                 raise ClusterError(
                     f"Port {self._port} on {HOST} is in use. Pass another port, or none to let "
                     "crashresume pick a free one."
                 )
             return self._port
-        persisted = _conf_int(self._conf_text(), "port")
-        if persisted is not None and _port_free(persisted):
+        persisted = pgconf.persisted_port(pgconf.read(self.datadir))
+        if persisted is not None and port_free(persisted):
             return persisted
-        port = _free_port()
+        port = free_port()
         if persisted is not None:
             log.warning("pg-port-changed datadir=%s old=%s new=%s", self.datadir, persisted, port)
         return port
 
-    def _conf_text(self) -> str:
-        try:
-            return (self.datadir / CONF_NAME).read_text()
-        except OSError:
-            return ""
-
     def _write_conf(self, port: int) -> None:
-        socket_dir = str(self.datadir)
-        if len(os.fsencode(f"{socket_dir}/.s.PGSQL.{port}")) > _SOCKET_PATH_MAX:
-            log.info("pg-unix-socket-off datadir=%s reason=path-too-long", self.datadir)
-            socket_dir = ""
-        text = "\n".join(
-            [
-                "# Written by crashresume (agent_runtime.pgcluster) at each start; edits are lost.",
-                f"# bindir = {self._source_bindir}",
-                f"port = {port}",
-                f"listen_addresses = '{HOST}'",
-                f"unix_socket_directories = {_quote(socket_dir)}",
-                f"max_connections = {MAX_CONNECTIONS}",
-                f"shared_buffers = '{SHARED_BUFFERS}'",
-                "fsync = on  # durability across crashes is the point",
-                "logging_collector = off  # stderr goes to server.log",
-                "log_line_prefix = '%m [%p] '",
-                "",
-            ]
+        text = pgconf.render(
+            port=port, datadir=self.datadir, bindir=self._source_bindir, settings=self._settings
         )
-        tmp = self.datadir / f".{CONF_NAME}.tmp"
+        tmp = self.datadir / f".{pgconf.CONF_NAME}.tmp"
         tmp.write_text(text)
         if self.account.switch:
             os.chown(tmp, self.account.uid, self.account.gid)
-        tmp.replace(self.datadir / CONF_NAME)
+        tmp.replace(self.datadir / pgconf.CONF_NAME)
 
     def _log_tail(self, offset: int) -> str:
         try:
@@ -511,7 +450,7 @@ class LocalCluster:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, _STOP_SIGNALS[mode])
         deadline = began + STOP_TIMEOUT
-        while _alive(pid):
+        while alive(pid):
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"PostgreSQL (pid {pid}) on {self.datadir} did not stop within "
@@ -531,23 +470,14 @@ class LocalCluster:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         make_dirs(self._lock_path.parent, mode=0o755)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            deadline = time.monotonic() + LOCK_TIMEOUT
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise ClusterError(
-                            f"Another process has held {self._lock_path} for "
-                            f"{LOCK_TIMEOUT:.0f} s. Find it with `fuser {self._lock_path}`."
-                        ) from None
-                    time.sleep(POLL_INTERVAL * 2)
-            yield
-        finally:
-            os.close(fd)
+            with file_lock(self._lock_path, timeout=LOCK_TIMEOUT):
+                yield
+        except LockTimeout:
+            raise ClusterError(
+                f"Another process has held {self._lock_path} for "
+                f"{LOCK_TIMEOUT:.0f} s. Find it with `fuser {self._lock_path}`."
+            ) from None
 
 
 def _create_database(conn: psycopg.Connection[TupleRow]) -> None:
@@ -565,79 +495,3 @@ def _url(port: int) -> str:
 
 def _conninfo(port: int, dbname: str) -> str:
     return make_conninfo(host=HOST, port=port, user=SUPERUSER, dbname=dbname, sslmode="disable")
-
-
-def _server_env() -> dict[str, str]:
-    # PGDATA, PGPORT and friends would override what we pass on the command line.
-    return {key: value for key, value in os.environ.items() if not key.startswith("PG")}
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _conf_int(text: str, key: str) -> int | None:
-    match = re.search(rf"^{key}\s*=\s*(\d+)", text, re.MULTILINE)
-    return int(match.group(1)) if match else None
-
-
-def _conf_str(text: str, key: str) -> str | None:
-    match = re.search(rf"^# {key} = (.+)$", text, re.MULTILINE)
-    return match.group(1).strip() if match else None
-
-
-def _alive(pid: int) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        if child.poll() is None:
-            return True
-        _CHILDREN.pop(pid, None)  # reaped
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # an unreaped child of a non-reaping init is a zombie: dead for our purposes
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return Path(f"/proc/{pid}").exists() or not Path("/proc/self").exists()
-    return state not in ("Z", "X")
-
-
-def _cwd(pid: int) -> Path | None:
-    try:
-        return Path(os.readlink(f"/proc/{pid}/cwd"))
-    except OSError:
-        return None
-
-
-def _pids_with_cwd(target: Path) -> list[int]:
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    own = os.getpid()
-    return [
-        int(entry)
-        for entry in entries
-        if entry.isdigit() and int(entry) != own and _cwd(int(entry)) == target
-    ]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-    return port
