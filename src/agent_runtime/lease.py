@@ -7,11 +7,14 @@ comparison made in SQL against the one clock tests can move.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 
 from . import db
 from .errors import AgentRuntimeError, LeaseLost
@@ -55,45 +58,77 @@ def _is_zombie(pid: int) -> bool:
 
 
 class Heartbeat:
-    """Renews a lease every ``interval`` seconds on its own connection, in a thread."""
+    """Keeps a lease alive: :meth:`beat` renews it once, on a connection of its own.
 
-    def __init__(self, url: str, lease: Lease, *, lease_seconds: float, interval: float) -> None:
-        self._url = url
-        self._lease = lease
+    In production :meth:`start` runs a thread that beats every ``interval`` seconds while
+    the worker's main thread is blocked on the model or a tool. Tests and the property suite
+    call :meth:`beat` themselves instead, so every renewal runs this same code at a moment
+    they choose. A renewal that finds the run taken over (``LeaseLost``) sets :attr:`lost`
+    for good; the worker checks it before every remote call. A database error only costs
+    that beat: the connection is dropped and made again at the next one.
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        *,
+        connect: Callable[[], db.Connection],
+        lease_seconds: float,
+        interval: float,
+        journal: Callable[[db.Connection], Journal] = Journal,
+    ) -> None:
+        self.lease = lease
+        self._connect = connect
+        self._journal = journal
         self._lease_seconds = lease_seconds
         self._interval = interval
+        self._conn: db.Connection | None = None
         self._stop = threading.Event()
         self.lost = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"heartbeat-{lease.run_id}", daemon=True
-        )
+        self._thread: threading.Thread | None = None
+
+    def beat(self) -> datetime | None:
+        """Renew the lease once: its new expiry, or None if this renewal failed."""
+        if self.lost.is_set():
+            return None
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            return self._journal(self._conn).renew(self.lease, self._lease_seconds)
+        except LeaseLost as exc:
+            log.warning("lease-lost run=%s reason=%r", self.lease.run_id, str(exc))
+            self.lost.set()
+            return None
+        except AgentRuntimeError as exc:
+            log.warning("heartbeat-failed run=%s error=%r", self.lease.run_id, str(exc))
+            self._disconnect()
+            return None
 
     def start(self) -> Heartbeat:
+        """Beat every ``interval`` seconds in a daemon thread until stopped or lost."""
+        self._thread = threading.Thread(
+            target=self._loop, name=f"heartbeat-{self.lease.run_id}", daemon=True
+        )
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        if thread is None or not thread.is_alive():
+            self._disconnect()
 
     def _loop(self) -> None:
-        conn: db.Connection | None = None
         try:
-            while not self._stop.wait(self._interval):
-                try:
-                    if conn is None or conn.closed:
-                        conn = db.connect(self._url, application_name="agent_runtime.heartbeat")
-                    Journal(conn).renew(self._lease, self._lease_seconds)
-                except LeaseLost as exc:
-                    log.warning("lease-lost run=%s reason=%r", self._lease.run_id, str(exc))
-                    self.lost.set()
-                    return
-                except AgentRuntimeError as exc:
-                    log.warning("heartbeat-failed run=%s error=%r", self._lease.run_id, str(exc))
-                    if conn is not None:
-                        conn.close()
-                        conn = None
+            while not self._stop.wait(self._interval) and not self.lost.is_set():
+                self.beat()
         finally:
-            if conn is not None:
+            self._disconnect()
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
                 conn.close()

@@ -13,6 +13,7 @@ asking the model again, and asks the model only for steps never decided.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -69,13 +70,19 @@ class Worker:
         crash: CrashPlan | None = None,
         heartbeat_url: str | None = None,
         owner: str | None = None,
+        heartbeat_connect: Callable[[], db.Connection] | None = None,
     ) -> None:
+        """``heartbeat_url``: renew the lease from a thread on a connection of its own.
+        ``heartbeat_connect`` instead: the lease gets a :class:`Heartbeat` over connections
+        from there, but no thread; the caller beats it (:attr:`heartbeat`). Neither: no
+        renewal at all (a test that moves the clock itself)."""
         self.journal = journal
         self.settings = settings
         self.model = model
         self.cloud = cloud
         self.crash = crash if crash is not None else settings.crash
-        self.heartbeat_url = heartbeat_url  # None: no background renewal (tests drive time)
+        self.heartbeat_url = heartbeat_url
+        self.heartbeat_connect = heartbeat_connect
         self.owner = owner or owner_token()
         self._heartbeat: Heartbeat | None = None
 
@@ -118,6 +125,7 @@ class Worker:
         crash: CrashPlan | None = None,
         heartbeat_url: str | None = None,
         owner: str | None = None,
+        heartbeat_connect: Callable[[], db.Connection] | None = None,
     ) -> Worker:
         """A worker on a journal you connected, with clients made from ``settings``."""
         return cls(
@@ -137,7 +145,13 @@ class Worker:
             crash=crash,
             heartbeat_url=heartbeat_url,
             owner=owner,
+            heartbeat_connect=heartbeat_connect,
         )
+
+    @property
+    def heartbeat(self) -> Heartbeat | None:
+        """The renewal of the lease held right now, if any."""
+        return self._heartbeat
 
     def close(self) -> None:
         self.model.close()
@@ -208,13 +222,7 @@ class Worker:
         elif lease.owner != self.owner:
             lease = self.journal.adopt(lease, self.owner)
             log.info("adopted run=%s generation=%d owner=%s", run_id, lease.generation, self.owner)
-        if self.heartbeat_url is not None:
-            self._heartbeat = Heartbeat(
-                self.heartbeat_url,
-                lease,
-                lease_seconds=self.settings.lease,
-                interval=self.settings.heartbeat,
-            ).start()
+        self._heartbeat = self._make_heartbeat(lease)
         try:
             with self._holding(lease):
                 return self._drive(lease)
@@ -222,6 +230,22 @@ class Worker:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
                 self._heartbeat = None
+
+    def _make_heartbeat(self, lease: Lease) -> Heartbeat | None:
+        url = self.heartbeat_url
+        connect = self.heartbeat_connect
+        if url is not None:
+            connect = functools.partial(db.connect, url, application_name="agent_runtime.heartbeat")
+        if connect is None:
+            return None
+        heartbeat = Heartbeat(
+            lease,
+            connect=connect,
+            lease_seconds=self.settings.lease,
+            interval=self.settings.heartbeat,
+            journal=type(self.journal),
+        )
+        return heartbeat.start() if url is not None else heartbeat
 
     @contextmanager
     def _holding(self, lease: Lease) -> Iterator[None]:
