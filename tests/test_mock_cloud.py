@@ -16,6 +16,7 @@ import respx
 import mock_remotes
 from mock_remotes import Cloud, FaultTransport, MockServers, cloud_transport, start_mocks
 from mock_remotes.cloud import create_app
+from mock_remotes.errors import InjectedFailure, StaleGeneration
 from mock_remotes.serve import MockStartError
 
 SERVER = {"name": "web", "size": "small", "region": "local-1"}
@@ -547,3 +548,43 @@ def test_the_package_exports_exactly_its_sorted_public_names() -> None:
 
     assert exported == sorted(exported)
     assert all(hasattr(mock_remotes, name) for name in exported)
+
+
+def test_every_answer_is_logged_with_its_generation_and_whether_it_was_dropped(
+    cloud: Cloud,
+) -> None:
+    args = {"name": "srv-1", "size": "small", "region": "local-1"}
+    cloud.set_faults(drop_after=1)
+    first = cloud.submit("server", "r9:0", args, generation=2)
+    assert first.dropped
+    again = cloud.submit("server", "r9:0", args, generation=2)
+    assert again.body["status"] == "already_done"
+    cloud.submit("server", "r9:0", args, generation=3)
+    with pytest.raises(StaleGeneration):
+        cloud.submit("server", "r9:0", args, generation=2)
+    cloud.set_faults(fail_before=1)
+    with pytest.raises(InjectedFailure):
+        cloud.submit("server", "r8:0", args, generation=1)
+    log = [(a.key, a.generation, a.answer, a.dropped) for a in cloud.answers()]
+    assert log == [
+        ("r9:0", 2, "created", True),
+        ("r9:0", 2, "already_done", False),
+        ("r9:0", 3, "already_done", False),
+        ("r9:0", 2, "stale_generation", False),
+        ("r8:0", 1, "injected_failure", False),
+    ]
+    assert [a.key for a in cloud.answers("r8")] == ["r8:0"]
+    cloud.reset()
+    assert cloud.answers() == []
+
+
+def test_the_answer_log_is_served_over_http(cloud: Cloud, cloud_http: httpx.Client) -> None:
+    args = {"name": "srv-1", "size": "small", "region": "local-1"}
+    headers = {"Idempotency-Key": "r7:0", "X-Fencing-Generation": "4"}
+    assert cloud_http.post("/v1/servers", json=args, headers=headers).status_code == 201
+    body = cloud_http.get("/v1/answers", params={"run": "r7"}).json()
+    assert body == {
+        "answers": [
+            {"seq": 1, "key": "r7:0", "generation": 4, "answer": "created", "dropped": False}
+        ]
+    }

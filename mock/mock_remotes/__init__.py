@@ -12,7 +12,7 @@ are not imported here, so using the cores and transports does not load FastAPI.
 
 from __future__ import annotations
 
-from mock_remotes.cloudcore import Cloud, CloudRecord, Outcome, run_of
+from mock_remotes.cloudcore import Answer, Cloud, CloudRecord, Outcome, run_of
 from mock_remotes.errors import MockError
 from mock_remotes.faults import CloudFaults, ModelFaults
 from mock_remotes.inprocess import FaultTransport, cloud_transport, model_transport
@@ -20,6 +20,7 @@ from mock_remotes.modelcore import Model, Step
 from mock_remotes.serve import MockServers, MockStartError, start_mocks
 
 __all__ = [
+    "Answer",
     "Cloud",
     "CloudFaults",
     "CloudRecord",

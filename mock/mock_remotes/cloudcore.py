@@ -15,7 +15,10 @@ One mutating request (`Cloud.submit`) is one IMMEDIATE transaction:
    (409 stale_generation); otherwise the run's highest is raised to it;
 5. the key: first time -> take the next id, store the record, 201 `created`;
    again with equal kind and arguments -> the stored result, 200 `already_done`;
-   again with other kind or arguments -> 409 key_conflict.
+   again with other kind or arguments -> 409 key_conflict;
+6. the answer (or refusal) is logged with the request's generation, and whether the
+   `drop_after` knob lost it (`Cloud.answers`, `GET /v1/answers`): the ground truth a
+   client's recorded `created` / `already_done` is checked against.
 
 Refusals commit what they did (the request count, a raised fence) before the
 error is raised.
@@ -49,6 +52,7 @@ from mock_remotes.faults import CloudFaults, updated
 
 __all__ = [
     "KINDS",
+    "Answer",
     "Cloud",
     "CloudRecord",
     "Kind",
@@ -177,6 +181,36 @@ class CloudRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Answer:
+    """What the cloud answered one mutating request: the truth behind ``remote_status``."""
+
+    seq: int  # answer order, across keys
+    key: str
+    generation: int | None  # the request's X-Fencing-Generation
+    answer: str  # 'created', 'already_done', or the refusal's error code
+    dropped: bool  # drop_after lost it: the client never saw it
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Answer:
+        return cls(
+            seq=row["seq"],
+            key=row["key"],
+            generation=row["generation"],
+            answer=row["answer"],
+            dropped=bool(row["dropped"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "key": self.key,
+            "generation": self.generation,
+            "answer": self.answer,
+            "dropped": self.dropped,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
     """What a successful `Cloud.submit` answers."""
 
@@ -291,13 +325,29 @@ class Cloud:
             fail = self._take("fail_before")
             with self._transaction():
                 self._run("count_request", key=key)
-                if fail:
-                    raise InjectedFailure("fail_before knob: refused before acting")
-                outcome = self._apply(kind, key, validate_args(kind, args), generation)
-            if self._take("drop_after"):
+                try:
+                    if fail:
+                        raise InjectedFailure("fail_before knob: refused before acting")
+                    outcome = self._apply(kind, key, validate_args(kind, args), generation)
+                except MockError as exc:
+                    self._answered(key, generation, exc.code, dropped=False)
+                    raise
+                drop = self._take("drop_after")
+                self._answered(key, generation, outcome.body["status"], dropped=drop)
+            if drop:
                 logger.info("mock cloud drops the answer key=%s", key)
                 return Outcome(status=outcome.status, body=outcome.body, hold=self._faults.hang)
             return outcome
+
+    def _answered(self, key: str, generation: int | None, answer: str, *, dropped: bool) -> None:
+        self._run(
+            "answer_insert",
+            key=key,
+            run=run_of(key),
+            generation=generation,
+            answer=answer,
+            dropped=int(dropped),
+        )
 
     def _apply(self, kind: Kind, key: str, args: dict[str, str], generation: int | None) -> Outcome:
         run = run_of(key)
@@ -349,6 +399,15 @@ class Cloud:
         with self._lock:
             row = self._one("request_count", key=key)
         return 0 if row is None else int(row[0])
+
+    def answers(self, run: str | None = None) -> list[Answer]:
+        """Every mutating request's answer in the order given, or only those of ``run``."""
+        with self._lock:
+            if run is None:
+                rows = self._db.execute(self._sql["answers_all"]).fetchall()
+            else:
+                rows = self._db.execute(self._sql["answers_of_run"], {"run": run}).fetchall()
+        return [Answer.from_row(row) for row in rows]
 
     def generation(self, run: str) -> int | None:
         """The highest fencing generation served for `run`, if any."""

@@ -3,6 +3,7 @@
 POST /v1/servers | /v1/databases | /v1/dns_records   create (Idempotency-Key required)
 GET  /v1/resources[?run=<run_id>]                     counts and records
 GET  /v1/keys/{key}                                   one record + its request count
+GET  /v1/answers[?run=<run_id>]                       every request's answer, in order
 GET  /admin/faults    POST /admin/faults              the knobs
 POST /admin/reset                                     forget everything
 GET  /healthz                                         liveness, for launchers
@@ -76,6 +77,12 @@ def cloud_router(cloud: Cloud) -> Router:
     def resources(call: Call, params: Mapping[str, str]) -> Reply:
         """Resource counts and records, optionally of one run (?run=<run_id>)."""
         return Reply.of(200, cloud.resources(call.query.get("run")))
+
+    @router.route("GET", "/v1/answers")
+    def answers(call: Call, params: Mapping[str, str]) -> Reply:
+        """What the cloud answered every mutating request, in order (?run= for one run)."""
+        found = cloud.answers(call.query.get("run") or None)
+        return Reply.of(200, {"answers": [a.to_json() for a in found]})
 
     @router.route("GET", "/v1/keys/{key:path}")
     def key_record(call: Call, params: Mapping[str, str]) -> Reply:

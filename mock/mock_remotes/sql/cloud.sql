@@ -27,13 +27,23 @@ CREATE TABLE IF NOT EXISTS requests (
     key   TEXT PRIMARY KEY,
     count INTEGER NOT NULL                        -- every mutating request, refused ones too
 );
+CREATE TABLE IF NOT EXISTS answers (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT, -- the order the cloud answered in
+    key        TEXT NOT NULL,                     -- the request's Idempotency-Key
+    run        TEXT NOT NULL,                     -- key.rsplit(':', 1)[0]
+    generation INTEGER,                           -- its X-Fencing-Generation, if any
+    answer     TEXT NOT NULL,                     -- 'created', 'already_done', or the error code
+    dropped    INTEGER NOT NULL                   -- 1: drop_after lost this answer on the way
+);
+CREATE INDEX IF NOT EXISTS answers_run ON answers (run);
 
 -- name: reset
 DELETE FROM records;
 DELETE FROM counters;
 DELETE FROM fences;
 DELETE FROM requests;
-DELETE FROM sqlite_sequence WHERE name = 'records';
+DELETE FROM answers;
+DELETE FROM sqlite_sequence WHERE name IN ('records', 'answers');
 
 -- name: count_request
 INSERT INTO requests (key, count) VALUES (:key, 1)
@@ -67,3 +77,13 @@ SELECT key, kind, id, args, result, generation, created_at FROM records ORDER BY
 -- name: records_of_run
 SELECT key, kind, id, args, result, generation, created_at FROM records
 WHERE run = :run ORDER BY seq;
+
+-- name: answer_insert
+INSERT INTO answers (key, run, generation, answer, dropped)
+VALUES (:key, :run, :generation, :answer, :dropped);
+
+-- name: answers_all
+SELECT seq, key, generation, answer, dropped FROM answers ORDER BY seq;
+
+-- name: answers_of_run
+SELECT seq, key, generation, answer, dropped FROM answers WHERE run = :run ORDER BY seq;
