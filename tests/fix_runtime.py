@@ -20,7 +20,7 @@ AGENT_TIMEOUT = 60  # seconds one agent process may take before the test fails
 def reset_journal(conn: db.Connection) -> None:
     """DELETE, not a new database: a few hundred microseconds per test."""
     conn.execute("DELETE FROM runs")
-    conn.execute("UPDATE cr_clock SET skew = interval '0'")
+    conn.execute("UPDATE cr_clock SET skew = interval '0', frozen_at = NULL")
 
 
 @pytest.fixture

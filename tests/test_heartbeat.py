@@ -80,3 +80,21 @@ def test_a_beat_whose_connection_was_dropped_fails_once_and_reconnects(
         assert heartbeat.beat() is not None
     finally:
         heartbeat.stop()
+
+
+def test_a_frozen_clock_moves_only_when_advanced(conn: Any) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    try:
+        assert clock.freeze(conn, start) == start
+        assert clock.now(conn) == start
+        lease = _claimed(conn, "hb-frozen", "w1")
+        expires = Journal(conn).require_run(lease.run_id).lease_expires_at
+        assert expires == start + timedelta(seconds=LEASE)
+        clock.advance(conn, LEASE)  # exactly at the expiry: claimable, not a moment later
+        assert clock.now(conn) == expires
+        assert Journal(conn).claim("hb-frozen", "w2", LEASE) is not None
+    finally:
+        clock.thaw(conn)
+    assert clock.now(conn) < start  # the server's own clock again (it is not 2030 yet)

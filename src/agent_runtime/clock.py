@@ -2,7 +2,9 @@
 
 ``cr_now()`` is the server's clock plus a skew kept in the ``cr_clock`` table, so
 moving it moves time for every worker and supervisor on that database at once.
-Tests expire a lease by advancing the skew past it; nobody sleeps.
+Tests expire a lease by advancing the skew past it; nobody sleeps. A frozen clock
+(:func:`freeze`) stands still between two moves, for suites that must not depend on
+how fast the machine runs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,23 @@ def skew(conn: db.Connection) -> timedelta:
 
 def set_skew(conn: db.Connection, seconds: float) -> None:
     conn.execute("UPDATE cr_clock SET skew = make_interval(secs => %s) WHERE singleton", (seconds,))
+
+
+def freeze(conn: db.Connection, at: datetime | None = None) -> datetime:
+    """Stop the clock (at ``at``, default the server's time now) until :func:`thaw`.
+
+    From then on ``cr_now()`` moves only when :func:`advance` moves it, so leases expire
+    exactly when a test says and never because the machine was slow. The skew resets.
+    """
+    row = db.one(conn, "clock_freeze", {"at": at})
+    assert row is not None
+    value: datetime = row["frozen_at"]
+    return value
+
+
+def thaw(conn: db.Connection) -> None:
+    """Let the server's clock run again (skew reset)."""
+    db.run(conn, "clock_thaw")
 
 
 def advance(conn: db.Connection, seconds: float) -> datetime:

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 5  # seconds to reach the server before giving up
 SCHEMA_LOCK = 7_300_105  # advisory lock key serialising schema creation
+SCHEMA_VERSION = "crashresume schema 2"  # the comment schema.sql puts on the runs table
 
 Row = dict[str, Any]
 Connection = psycopg.Connection[Row]
@@ -53,12 +54,12 @@ def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
 
 
 def has_schema(conn: Connection) -> bool:
+    """Whether this database holds the schema of this version (an older one is upgraded by
+    :func:`ensure_schema`: every statement of schema.sql is safe to run again)."""
     row = conn.execute(
-        "SELECT to_regclass('run_claims') IS NOT NULL AND to_regprocedure('cr_now()') IS NOT NULL"
-        " AS ok",
-        prepare=False,
+        "SELECT obj_description(to_regclass('runs'), 'pg_class') AS version", prepare=False
     ).fetchone()
-    return bool(row and row["ok"])
+    return bool(row and row["version"] == SCHEMA_VERSION)
 
 
 def ensure_schema(conn: Connection) -> None:

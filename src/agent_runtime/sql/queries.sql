@@ -188,3 +188,12 @@ SELECT d.run_id, d.tool, d.args
 FROM decisions d JOIN tool_calls t USING (run_id, seq)
 WHERE starts_with(d.run_id, %(prefix)s) AND t.state = 'confirmed'
 ORDER BY d.run_id, d.seq;
+
+-- name: clock_freeze
+-- Stop the clock at %(at)s (NULL: at the server's time now); cr_now() moves only by skew.
+UPDATE cr_clock SET frozen_at = coalesce(%(at)s, clock_timestamp()), skew = interval '0'
+WHERE singleton
+RETURNING frozen_at;
+
+-- name: clock_thaw
+UPDATE cr_clock SET frozen_at = NULL, skew = interval '0' WHERE singleton;

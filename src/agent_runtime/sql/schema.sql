@@ -8,11 +8,14 @@ CREATE TABLE IF NOT EXISTS cr_clock (
     singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     skew interval NOT NULL DEFAULT interval '0'
 );
+-- NULL: the server's clock runs. Set: time stands still there (plus skew) until moved, so
+-- a test suite's lease arithmetic does not depend on how fast the machine is.
+ALTER TABLE cr_clock ADD COLUMN IF NOT EXISTS frozen_at timestamptz;
 INSERT INTO cr_clock (singleton, skew) VALUES (true, interval '0') ON CONFLICT DO NOTHING;
 
 CREATE OR REPLACE FUNCTION cr_now() RETURNS timestamptz
 LANGUAGE sql STABLE AS $$
-    SELECT clock_timestamp() + (SELECT skew FROM cr_clock WHERE singleton)
+    SELECT coalesce(frozen_at, clock_timestamp()) + skew FROM cr_clock WHERE singleton
 $$;
 
 -- One row per agent run.
@@ -78,3 +81,7 @@ CREATE TABLE IF NOT EXISTS run_claims (
     claimed_at timestamptz NOT NULL DEFAULT cr_now(),
     PRIMARY KEY (run_id, generation)
 );
+
+-- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
+-- half-applied schema is applied again.
+COMMENT ON TABLE runs IS 'crashresume schema 2';
