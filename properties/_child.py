@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from .pilots import _Channel, child_main
+from .process_pilot import _Channel, child_main
 
 
 def main(argv: list[str]) -> None:

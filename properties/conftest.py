@@ -1,7 +1,11 @@
-"""Fixtures of the property suite: one runner of each kind per session, and the ci run.
+"""Fixtures of the property suite: its own PostgreSQL, one runner of each kind, the ci run.
 
-The database is the session's ``database_url`` (tests/fix_db.py); every example
-empties its runs (DELETE) instead of creating a database.
+The suite runs on a database of its own (``properties.server.SuiteDatabase``), whatever
+``DATABASE_URL`` says: the ``db_crash`` event stops that server hard and starts it again.
+Every example empties its runs (DELETE) instead of creating a database.
+
+The in-process state machine runs first (``pytest_collection_modifyitems``), so that a
+violation is what ``-x`` stops at, not the slowest test.
 """
 
 from __future__ import annotations
@@ -14,11 +18,35 @@ import pytest
 from . import profiles as profiles  # registers dev, ci and nightly
 from .machine import Exploration, explore
 from .runners import InProcessRunner, ProcessRunner
+from .server import SuiteDatabase
+
+FIRST = "test_crash_schedules_keep_every_invariant"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The main machine first among the suite's tests (the rest keep their order)."""
+    ours = [i for i in items if i.nodeid.startswith("properties/")]
+    if not ours:
+        return
+    first = [i for i in ours if i.name == FIRST]
+    rest = [i for i in ours if i.name != FIRST]
+    start = items.index(ours[0])
+    others = [i for i in items if not i.nodeid.startswith("properties/")]
+    items[:] = others[:start] + first + rest + others[start:]
 
 
 @pytest.fixture(scope="session")
-def inprocess_runner(database_url: str) -> Iterator[InProcessRunner]:
-    runner = InProcessRunner(database_url)
+def suite_database() -> Iterator[SuiteDatabase]:
+    database = SuiteDatabase()
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+@pytest.fixture(scope="session")
+def inprocess_runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
+    runner = InProcessRunner(suite_database.url, server=suite_database)
     try:
         runner.baseline()
         yield runner
@@ -27,8 +55,8 @@ def inprocess_runner(database_url: str) -> Iterator[InProcessRunner]:
 
 
 @pytest.fixture(scope="session")
-def process_runner(database_url: str) -> Iterator[ProcessRunner]:
-    runner = ProcessRunner(database_url)
+def process_runner(suite_database: SuiteDatabase) -> Iterator[ProcessRunner]:
+    runner = ProcessRunner(suite_database.url, server=suite_database)
     try:
         runner.baseline()
         yield runner

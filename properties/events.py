@@ -9,24 +9,36 @@ op                 what happens                                    fields
                    its next ``after_confirm``) or the run
 ``crash``          the run's worker dies the next time it reaches  run, point, seq?, kill?
                    ``point`` (at step ``seq`` if given)
-``stall``          the run's worker freezes at ``point`` and stops  run, point, seq?
-                   renewing its lease (it stays alive: a zombie)
-``resume``         the run's oldest stalled worker comes back      run
-                   (finishes its step, or is fenced)
+``stall``          the run's worker freezes at ``point``: it stops  run, point, seq?
+                   renewing its lease (it stays alive: a zombie
+                   once its lease runs out and the run is taken)
+``resume``         the run's oldest frozen or outpaced worker      run
+                   comes back (finishes its step, or is fenced)
 ``restart``        a new worker takes the run over (in-process:    run
-                   ``takeover=True``; the old one, if alive, is a
-                   zombie from now on)
-``sweep``          the clock jumps past the lease, live workers     seconds?
-                   renew (their heartbeat), the supervisor claims
-                   every expired run and starts a worker on it
+                   ``takeover=True``); the old one, if alive, is an
+                   outpaced zombie from now on (it still beats)
+``tick``           the clock moves ``seconds``; every live worker   seconds
+                   that is not frozen renews its lease through the
+                   runtime's own heartbeat (a zombie's renewal
+                   fails and marks it fenced)
+``heartbeat``      the run's live, unfrozen workers renew now      run
+``sweep``          a ``tick`` of ``seconds`` (default: one lease     seconds?
+                   and a second), then the supervisor claims every
+                   expired run and starts a worker on it
 ``cloud_fault``    arm a knob of the mock cloud: ``fail_before``    fault, n | seconds
                    (500, nothing done), ``drop_after`` (act, lose
-                   the answer), ``latency`` (seconds, 0 clears)
+                   the answer), ``latency`` (seconds, 0 clears;
+                   longer than the tool timeout: the client gives
+                   up while the remote acts)
 ``model_fault``    the next ``n`` model answers are unusable:       fault, n
                    ``malformed``, ``unknown_tool``, ``invalid_args``
 ``drop_connection``  ``pg_terminate_backend`` of the run's worker's   run
                    database connection (the active one, else the
                    newest stalled one)
+``db_crash``       PostgreSQL stops hard (``-m immediate``) and     run?, point?, seq?
+                   comes back; with ``point``, first the run's
+                   worker is driven to that gate. Every connection
+                   drops; what was not flushed is lost
 =================  ==============================================  ==========================
 
 An event that does not apply when it comes (a step of a run nobody works on) is a
@@ -44,7 +56,8 @@ from typing import Any, Final
 
 from agent_runtime.crash import CRASH_POINTS
 
-FORMAT: Final = "crashresume.schedule/1"
+FORMAT: Final = "crashresume.schedule/2"
+READABLE: Final = (FORMAT, "crashresume.schedule/1")  # /1 had no tick, heartbeat, db_crash
 RUNS: Final = 3  # runs a schedule may interleave: r0, r1, r2
 OPS: Final = (
     "start",
@@ -57,10 +70,15 @@ OPS: Final = (
     "cloud_fault",
     "model_fault",
     "drop_connection",
+    "tick",
+    "heartbeat",
+    "db_crash",
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency")
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
-_RUN_OPS: Final = frozenset(OPS) - {"sweep", "cloud_fault", "model_fault"}
+_RUN_OPS: Final = frozenset(OPS) - {"sweep", "cloud_fault", "model_fault", "tick", "db_crash"}
+MAX_LATENCY: Final = 5.0  # seconds a latency knob may take
+MAX_SECONDS: Final = 3600.0  # seconds one tick or sweep may move the clock
 
 
 class ScheduleError(ValueError):
@@ -89,6 +107,17 @@ class Event:
             raise ScheduleError(f"{self.op} needs run in 0..{RUNS - 1}, got {self.run!r}")
         if self.op in ("crash", "stall") and self.point not in CRASH_POINTS:
             raise ScheduleError(f"{self.op} needs point in {', '.join(CRASH_POINTS)}")
+        if self.op == "db_crash" and self.point is not None:
+            if self.point not in CRASH_POINTS:
+                raise ScheduleError(f"db_crash point must be one of {', '.join(CRASH_POINTS)}")
+            if self.run is None or not 0 <= self.run < RUNS:
+                raise ScheduleError(f"db_crash at a point needs run in 0..{RUNS - 1}")
+        if self.op == "tick" and (self.seconds is None or not 0 < self.seconds <= MAX_SECONDS):
+            raise ScheduleError(
+                f"tick needs seconds in (0, {MAX_SECONDS:.0f}], got {self.seconds!r}"
+            )
+        if self.op == "sweep" and self.seconds is not None and not 0 <= self.seconds <= MAX_SECONDS:
+            raise ScheduleError(f"sweep seconds must be in [0, {MAX_SECONDS:.0f}]")
         if self.seq is not None and self.seq < 0:
             raise ScheduleError(f"seq must be >= 0, got {self.seq}")
         if self.op == "cloud_fault" and self.fault not in CLOUD_FAULTS:
@@ -98,8 +127,12 @@ class Event:
         counted = self.op in ("cloud_fault", "model_fault") and self.fault != "latency"
         if counted and (self.n is None or self.n < 1):
             raise ScheduleError(f"{self.op} {self.fault} needs n >= 1, got {self.n!r}")
-        if self.fault == "latency" and (self.seconds is None or not 0 <= self.seconds <= 1):
-            raise ScheduleError(f"latency needs seconds in [0, 1], got {self.seconds!r}")
+        if self.fault == "latency" and (
+            self.seconds is None or not 0 <= self.seconds <= MAX_LATENCY
+        ):
+            raise ScheduleError(
+                f"latency needs seconds in [0, {MAX_LATENCY}], got {self.seconds!r}"
+            )
 
     @property
     def run_name(self) -> str:
@@ -136,6 +169,13 @@ class Event:
             return f"{self.op} {self.fault} {amount}"
         if self.op == "sweep":
             return "sweep" + ("" if self.seconds is None else f" +{self.seconds}s")
+        if self.op == "tick":
+            return f"tick +{self.seconds}s"
+        if self.op == "db_crash":
+            if self.point is None:
+                return "db_crash"
+            at = f"{self.point}" + ("" if self.seq is None else f" seq={self.seq}")
+            return f"db_crash with {self.run_name} at {at}"
         return f"{self.op} {self.run_name}"
 
 
@@ -168,7 +208,7 @@ class Schedule:
     def from_json(cls, obj: object) -> Schedule:
         if isinstance(obj, list):  # a bare list of events is a schedule too
             return cls(events=tuple(Event.from_json(e) for e in obj))
-        if not isinstance(obj, Mapping) or obj.get("format") != FORMAT:
+        if not isinstance(obj, Mapping) or obj.get("format") not in READABLE:
             raise ScheduleError(f"not a {FORMAT} file (no matching 'format' field)")
         events = obj.get("events")
         if not isinstance(events, list):

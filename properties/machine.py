@@ -4,16 +4,24 @@ Each rule turns its drawn arguments into one :class:`~properties.events.Event`
 (picking among the runs it applies to, so no step is wasted), hands it to the
 in-process runner, and records it. The invariants run after every rule; the
 teardown drives every run to completion and compares it with the crash-free
-baseline. When an example fails for good (Hypothesis' final, shrunk replay),
-the schedule is printed with the seed and saved as JSON for
-``python -m properties.replay``.
+baseline.
+
+A failure is fast and saved. The first failing example is written to
+``properties/failures/<name>-unshrunk-<digest>.json`` at once, before any shrinking, so
+no timeout can hide it. Shrinking then runs within :data:`SHRINK_BUDGET` seconds: past
+it, every further candidate passes at once, and Hypothesis ends with the shortest
+failing schedule found so far, which its final replay saves as
+``<name>-<digest>.json``. Every saved failure is printed with its violation, seed, file
+and replay command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Final
@@ -22,6 +30,7 @@ import hypothesis
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
+from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
@@ -32,20 +41,55 @@ from hypothesis.stateful import (
 
 from agent_runtime.crash import CRASH_POINTS
 
+from .driving import Stats
 from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
 from .profiles import profile_settings
 from .progress import Progress
-from .runner import ScheduleRunner, Stats
+from .runner import ScheduleRunner
 
 FAILURES: Final = Path(__file__).resolve().parent / "failures"
+SHRINK_BUDGET: Final = 45.0  # seconds of shrinking after the first failure, then stop
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.one_of(st.none(), st.integers(0, 3))
+POINT: Final = st.sampled_from(CRASH_POINTS)
+# Clock moves around the two thresholds that matter: the tool timeout (1 s) and the
+# lease (12 s). A worker frozen through them is a stall shorter or longer than each.
+TICKS: Final = st.sampled_from((2.0, 11.0, 13.0, 0.5))
+SWEEPS: Final = st.sampled_from((None, 11.0, 2.0, 0.0))  # None: one lease and a second
 # Hypothesis draws (and shrinks towards) early entries more often: interleave the kinds.
 FAULTS: Final = (
     "fail_before", "drop_connection", "malformed", "drop_after", "unknown_tool", "latency",
-    "invalid_args",
+    "invalid_args", "db_crash", "slow",
 )  # fmt: skip
-assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection"}
+SLOW_CLOUD: Final = 1.5  # seconds of latency: longer than the tool timeout (1 s)
+assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
+
+
+@contextlib.contextmanager
+def shrinking_within(seconds: float) -> Iterator[None]:
+    """Hypothesis stops shrinking after ``seconds`` (its own limit, five minutes by default,
+    which its engine keeps as a module setting meant to be changed), then reports the
+    shortest failing example found so far."""
+    saved = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = saved
+
+
+def replay_line(path: Path) -> str:
+    return f"replay: python -m properties.replay {path} --mode inprocess  (or --mode process)"
+
+
+def report(what: str, schedule: Schedule, path: Path) -> str:
+    """The lines every saved failure prints: violation, seed, file, replay command."""
+    return (
+        f"{what}: {len(schedule.events)} events, seed {schedule.seed}, profile "
+        f"{schedule.profile}, runtime {schedule.variant or 'correct'}\n"
+        f"violation: {schedule.failure}\n{program(schedule.events)}\n"
+        f"saved to {path}\n{replay_line(path)}"
+    )
 
 
 class ScheduleMachine(RuleBasedStateMachine):
@@ -58,13 +102,14 @@ class ScheduleMachine(RuleBasedStateMachine):
     failures_dir: ClassVar[Path] = FAILURES
     progress: ClassVar[Progress | None] = None
     saved: ClassVar[list[tuple[Path, Schedule]]]
+    first_failure: ClassVar[float | None] = None  # time.monotonic() of the first failure
 
     def __init__(self) -> None:
         super().__init__()
-        self.runner.on_event = hypothesis.event
-        self.runner.reset()
         self.events: list[Event] = []
         self.failed = False
+        self.runner.on_event = hypothesis.event
+        self.runner.reset()
         if self.progress is not None:
             s = self.runner.stats
             self.progress.update(s.examples, s.events, s.crashes)
@@ -78,10 +123,10 @@ class ScheduleMachine(RuleBasedStateMachine):
             return [n for n in names if n not in r.started]
         if which == "active":
             return [n for n in r.started if r.active.get(n) is not None]
-        if which == "stalled":
-            return [n for n in r.started if r.stalled.get(n)]
+        if which == "waiting":
+            return [n for n in r.started if r.waiting.get(n)]
         if which == "live":
-            return [n for n in r.started if r.active.get(n) is not None or r.stalled.get(n)]
+            return [n for n in r.started if r.active.get(n) is not None or r.waiting.get(n)]
         if which == "unfinished":
             return [n for n in r.started if r.status(n) not in ("done", "failed", "cancelled")]
         raise ValueError(which)
@@ -89,6 +134,9 @@ class ScheduleMachine(RuleBasedStateMachine):
     def _pick(self, which: str, pick: int) -> int:
         runs = self._runs(which)
         return int(runs[pick % len(runs)][1:])
+
+    def _can(self, which: str) -> bool:
+        return bool(self._runs(which))
 
     def _do(self, event: Event) -> None:
         self.events.append(event)
@@ -100,51 +148,74 @@ class ScheduleMachine(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------------------
 
-    @precondition(lambda self: bool(self._runs("unstarted")))
+    @precondition(lambda self: self._can("unstarted"))
     @rule(pick=PICK)
     def start(self, pick: int) -> None:
         self._do(Event(op="start", run=self._pick("unstarted", pick)))
 
-    @precondition(lambda self: bool(self._runs("active")))
+    @precondition(lambda self: self._can("active"))
     @rule(pick=PICK)
     def step(self, pick: int) -> None:
         self._do(Event(op="step", run=self._pick("active", pick)))
 
-    @precondition(lambda self: bool(self._runs("active")))
-    @rule(pick=PICK, point=st.sampled_from(CRASH_POINTS), seq=SEQ, kill=st.booleans())
+    @precondition(lambda self: self._can("active"))
+    @rule(pick=PICK, point=POINT, seq=SEQ, kill=st.booleans())
     def crash(self, pick: int, point: str, seq: int | None, kill: bool) -> None:
         run = self._pick("active", pick)
         self._do(Event(op="crash", run=run, point=point, seq=seq, kill=kill))
 
-    @precondition(lambda self: bool(self._runs("active")))
-    @rule(pick=PICK, point=st.sampled_from(CRASH_POINTS), seq=SEQ)
+    @precondition(lambda self: self._can("active"))
+    @rule(pick=PICK, point=POINT)
+    def crash_soon(self, pick: int, point: str) -> None:
+        """A crash at the next time the worker reaches ``point``, whatever the step."""
+        self._do(Event(op="crash", run=self._pick("active", pick), point=point))
+
+    @precondition(lambda self: self._can("active"))
+    @rule(pick=PICK, point=POINT, seq=SEQ)
     def stall(self, pick: int, point: str, seq: int | None) -> None:
         self._do(Event(op="stall", run=self._pick("active", pick), point=point, seq=seq))
 
-    @precondition(lambda self: bool(self._runs("stalled")))
+    @precondition(lambda self: self._can("waiting"))
     @rule(pick=PICK)
     def resume(self, pick: int) -> None:
-        self._do(Event(op="resume", run=self._pick("stalled", pick)))
+        self._do(Event(op="resume", run=self._pick("waiting", pick)))
 
-    @precondition(lambda self: bool(self._runs("unfinished")))
+    @precondition(lambda self: self._can("unfinished"))
     @rule(pick=PICK)
     def restart(self, pick: int) -> None:
         self._do(Event(op="restart", run=self._pick("unfinished", pick)))
 
-    @precondition(lambda self: bool(self._runs("unfinished")))
-    @rule()
-    def sweep(self) -> None:
-        self._do(Event(op="sweep"))
+    @precondition(lambda self: self._can("unfinished"))
+    @rule(seconds=SWEEPS)
+    def sweep(self, seconds: float | None) -> None:
+        self._do(Event(op="sweep", seconds=seconds))
+
+    @precondition(lambda self: self._can("unfinished"))
+    @rule(seconds=TICKS)
+    def tick(self, seconds: float) -> None:
+        self._do(Event(op="tick", seconds=seconds))
+
+    @precondition(lambda self: self._can("live"))
+    @rule(pick=PICK)
+    def heartbeat(self, pick: int) -> None:
+        self._do(Event(op="heartbeat", run=self._pick("live", pick)))
 
     @precondition(lambda self: bool(self.runner.started))
-    @rule(fault=st.sampled_from(FAULTS), n=st.integers(1, 5), pick=PICK)
-    def fault(self, fault: str, n: int, pick: int) -> None:
+    @rule(fault=st.sampled_from(FAULTS), n=st.integers(1, 5), pick=PICK, point=POINT)
+    def fault(self, fault: str, n: int, pick: int, point: str) -> None:
         """One rule for every fault, so that faults do not crowd out crashes."""
         if fault == "drop_connection":
             if self._runs("live"):
                 self._do(Event(op="drop_connection", run=self._pick("live", pick)))
-        elif fault == "latency":
-            self._do(Event(op="cloud_fault", fault=fault, seconds=0.002 if n % 2 else 0.0))
+        elif fault == "db_crash":
+            if n > 2 and self._runs("active"):  # mostly at a gate of a step, else wherever
+                run = self._pick("active", pick)
+                self._do(Event(op="db_crash", run=run, point=point, seq=None if n == 5 else n - 3))
+            else:
+                self._do(Event(op="db_crash"))
+        elif fault in ("latency", "slow"):
+            seconds = SLOW_CLOUD if fault == "slow" else (0.002 if n % 2 else 0.0)
+            self._do(Event(op="cloud_fault", fault="latency", seconds=seconds))
         elif fault in CLOUD_FAULTS:
             self._do(Event(op="cloud_fault", fault=fault, n=n))
         else:
@@ -174,8 +245,12 @@ class ScheduleMachine(RuleBasedStateMachine):
     # -- failures ------------------------------------------------------------------------------
 
     def _failed(self, exc: BaseException) -> None:
+        if self.failed:
+            return
         self.failed = True
-        if not current_build_context().is_final:
+        cls = type(self)
+        final = current_build_context().is_final
+        if not final and cls.first_failure is not None:
             return
         schedule = Schedule(
             events=tuple(self.events),
@@ -186,20 +261,17 @@ class ScheduleMachine(RuleBasedStateMachine):
             failure=f"{type(exc).__name__}: {exc}",
             meta={"runner": self.runner.mode, "trace": list(self.runner.trace)},
         )
-        digest = hashlib.sha1(json.dumps([e.to_json() for e in self.events]).encode()).hexdigest()[
-            :8
-        ]
-        path = schedule.save(self.failures_dir / f"{self.name}-{digest}.json")
-        type(self).saved.append((path, schedule))
+        digest = hashlib.sha1(json.dumps([e.to_json() for e in self.events]).encode()).hexdigest()
+        stem = self.name if final else f"{self.name}-unshrunk"
+        path = schedule.save(self.failures_dir / f"{stem}-{digest[:8]}.json")
+        if not final:
+            cls.first_failure = time.monotonic()
+            print(report("failing schedule (saved before shrinking)", schedule, path))
+            return
+        cls.saved.append((path, schedule))
         if self.progress is not None:
             self.progress.finding()
-        message = (
-            f"shrunk schedule: {len(self.events)} events, seed {self.seed}, "
-            f"profile {self.profile}, runtime {self.runner.variant.name}\n"
-            f"{program(self.events)}\n"
-            f"saved to {path}\n"
-            f"replay: python -m properties.replay {path} --mode inprocess  (or --mode process)"
-        )
+        message = report("shrunk schedule", schedule, path)
         note(message)
         print(message)
 
@@ -225,6 +297,7 @@ def bind(
             "failures_dir": failures_dir,
             "progress": progress,
             "saved": [],
+            "first_failure": None,
         },
     )
     if seed is not None:
@@ -260,19 +333,23 @@ def explore(
     name: str = "schedule",
     failures_dir: Path = FAILURES,
     progress: Progress | None = None,
+    shrink_budget: float = SHRINK_BUDGET,
     **overrides: object,
 ) -> Exploration:
     """Run the machine over ``runner`` under ``profile``; never raises the finding itself."""
     machine = bind(
-        runner, name=name, seed=seed, profile=profile, failures_dir=failures_dir, progress=progress
+        runner,
+        name=name,
+        seed=seed,
+        profile=profile,
+        failures_dir=failures_dir,
+        progress=progress,
     )
     runner.stats = Stats()
     began = time.monotonic()
     error: Exception | None = None
     try:
-        run_state_machine_as_test(  # type: ignore[no-untyped-call]
-            machine, settings=profile_settings(profile, **overrides)
-        )
+        run_state_machine_as_test(machine, settings=profile_settings(profile, **overrides))
     except Exception as exc:  # the shrunk failure (or a flaky one): the caller decides
         error = exc
     finally:

@@ -26,7 +26,8 @@ from typing import Any
 
 from .machine import FAILURES, explore
 from .progress import Progress
-from .runners import InProcessRunner, database_url
+from .runners import InProcessRunner
+from .server import SuiteDatabase
 
 ROUND_EXAMPLES = 400  # examples per round: a round lasts about a minute
 
@@ -49,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     shard = args.shard.replace("/", "of")
     first = args.seed if args.seed is not None else os.environ.get("PROPERTIES_SEED")
     deadline = time.monotonic() + args.budget
-    runner = InProcessRunner(database_url(), variant=args.variant)
+    database = SuiteDatabase.for_command()
+    runner = InProcessRunner(database.url, variant=args.variant, server=database)
     progress = Progress(f"nightly {args.shard}")
     rounds: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
@@ -88,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         progress.close()
         runner.close()
+        database.close()
     print(
         f"nightly shard {args.shard}: {len(rounds)} rounds, {totals['examples']} examples, "
         f"{totals['events']} events, {totals['crashes']} crashes, {len(findings)} findings"

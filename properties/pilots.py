@@ -3,45 +3,38 @@
 Every crash point of the runtime is a *gate*: the worker reports ``(point, seq)``
 and waits for one word back -- ``go`` (carry on) or ``crash`` (die right here).
 While a worker waits at a gate nothing else of it runs, so the runner decides
-every interleaving and a schedule replays the same way every time.
+every interleaving and a schedule replays the same way every time. While it waits,
+the runner may also renew its lease through the worker's own heartbeat
+(:meth:`Pilot.beat`): the production renewal, at a moment the schedule chose.
 
 - :class:`ThreadPilot` runs ``Worker.run`` in a thread against in-process mocks;
   ``crash`` raises :class:`~agent_runtime.crash.SimulatedCrash` (a
   ``BaseException``, as in the runtime's own in-process tests).
-- :class:`ProcessPilot` runs it in a forked child (or a fresh interpreter,
-  ``spawn="exec"``) against the mocks over HTTP; ``crash`` is the CLI's own
-  ``exit_process`` (``os._exit(1)``), ``kill`` is ``SIGKILL`` from outside, and a
-  stall is ``SIGSTOP`` / ``SIGCONT``.
-
-The protocol between the two sides is one JSON object per line.
+- :class:`~properties.process_pilot.ProcessPilot` runs it in a real process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import queue
-import select
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import datetime
 from typing import Any, Final, Literal
 
 import httpx
+import psycopg
+from psycopg.rows import dict_row
 
 from agent_runtime import db
 from agent_runtime.config import Settings
-from agent_runtime.crash import CrashPlan, SimulatedCrash, exit_process
+from agent_runtime.crash import CrashPlan, SimulatedCrash
 from agent_runtime.records import Lease
 from agent_runtime.worker import Worker
 
@@ -127,6 +120,7 @@ def build_worker(
     model_transport: httpx.BaseTransport | None = None,
     cloud_transport: httpx.BaseTransport | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    heartbeat_connect: Callable[[], db.Connection],
 ) -> Worker:
     return variant.worker.build(
         variant.journal(conn),
@@ -135,9 +129,43 @@ def build_worker(
         cloud_transport=cloud_transport,
         sleep=sleep,
         crash=GatePlan(hook=hook),
-        heartbeat_url=None,  # heartbeats are the runner's to model: it renews live leases
         owner=owner,
+        heartbeat_connect=heartbeat_connect,  # no thread: the runner says when it beats
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Beat:
+    """What one renewal through the worker's own heartbeat did."""
+
+    present: bool  # False: the worker holds no lease (no heartbeat) right now
+    expires: datetime | None = None  # the lease's new expiry; None: the renewal failed
+    lost: bool = False  # the heartbeat found the run taken over: the worker is fenced
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "present": self.present,
+            "expires": None if self.expires is None else self.expires.isoformat(),
+            "lost": self.lost,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Beat:
+        expires = obj.get("expires")
+        return cls(
+            present=bool(obj["present"]),
+            expires=None if expires is None else datetime.fromisoformat(expires),
+            lost=bool(obj["lost"]),
+        )
+
+
+def beat(worker: Worker) -> Beat:
+    """Renew ``worker``'s lease once, through the runtime's own heartbeat."""
+    heartbeat = worker.heartbeat
+    if heartbeat is None:
+        return Beat(present=False)
+    expires = heartbeat.beat()
+    return Beat(present=True, expires=expires, lost=heartbeat.lost.is_set())
 
 
 def enter(worker: Worker, start: Start) -> None:
@@ -158,6 +186,10 @@ class Pilot(ABC):
     @abstractmethod
     def reply(self, action: Action) -> None:
         """Answer the gate the worker waits at."""
+
+    @abstractmethod
+    def beat(self) -> Beat:
+        """While the worker waits at a gate: renew its lease once, as its heartbeat would."""
 
     def freeze(self) -> None:  # noqa: B027 -- a no-op unless the worker is a process
         """Stop the worker's whole process (a stall); no-op where that means nothing."""
@@ -186,6 +218,7 @@ class ConnectionPool:
         self.url = url
         self._spare: list[db.Connection] = []
         self._lock = threading.Lock()
+        self._heartbeats: _SharedConnection | None = None
 
     def take(self, label: str) -> db.Connection:
         with self._lock:
@@ -202,11 +235,45 @@ class ConnectionPool:
             conn.close()
 
     def close(self) -> None:
+        """Close every spare connection (also after a database crash: they are all dead)."""
         with self._lock:
             spare, self._spare = self._spare, []
+            heartbeats, self._heartbeats = self._heartbeats, None
         for conn in spare:
             with contextlib.suppress(Exception):
                 conn.close()
+        if heartbeats is not None:
+            heartbeats.really_close()
+
+    def heartbeat_connect(self) -> db.Connection:
+        """The connection every in-process heartbeat renews on.
+
+        Beats run one at a time in the runner's thread, so one connection serves them all:
+        the renewal is the runtime's own statement either way, and a connect per worker
+        would cost more than its steps. A heartbeat's ``close()`` leaves it open.
+        """
+        with self._lock:
+            shared = self._heartbeats
+            if shared is None or shared.closed or shared.broken:
+                shared = self._heartbeats = _SharedConnection.connect(
+                    self.url,
+                    autocommit=True,
+                    row_factory=dict_row,
+                    prepare_threshold=0,
+                    application_name="properties.heartbeat",
+                )
+        return shared
+
+
+class _SharedConnection(psycopg.Connection[db.Row]):
+    """A connection its users cannot close; its owner closes it with :meth:`really_close`."""
+
+    def close(self) -> None:
+        return None
+
+    def really_close(self) -> None:
+        with contextlib.suppress(Exception):
+            super().close()
 
 
 class ThreadPilot(Pilot):
@@ -239,6 +306,7 @@ class ThreadPilot(Pilot):
             model_transport=model_transport,
             cloud_transport=cloud_transport,
             sleep=lambda seconds: None,
+            heartbeat_connect=pool.heartbeat_connect,
         )
         self._ended = False
         self._thread = threading.Thread(
@@ -281,6 +349,9 @@ class ThreadPilot(Pilot):
     def reply(self, action: Action) -> None:
         self._outbox.put("go" if action == "go" else "crash")
 
+    def beat(self) -> Beat:
+        return beat(self._worker)  # the worker's thread waits at a gate meanwhile
+
     def abandon(self) -> None:
         if self._ended:
             return
@@ -291,194 +362,3 @@ class ThreadPilot(Pilot):
         if self._thread.is_alive():  # stuck outside a gate: a daemon thread, left behind
             log.warning("worker %s did not stop within %ss", self.start.label, ABANDON_WAIT)
         self._ended = True
-
-
-# -- real processes ------------------------------------------------------------------------
-
-
-class _Channel:
-    """JSON lines over a pair of pipe file descriptors."""
-
-    def __init__(self, rfd: int, wfd: int) -> None:
-        self.rfd = rfd
-        self.wfd = wfd
-        self._buffer = b""
-
-    def send(self, obj: object) -> None:
-        data = (json.dumps(obj) + "\n").encode()
-        while data:
-            data = data[os.write(self.wfd, data) :]
-
-    def receive(self, timeout: float | None) -> dict[str, Any] | None:
-        """The next object, or None at end of file (the other side is gone)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            ready, _, _ = select.select([self.rfd], [], [], left)
-            if not ready:
-                raise TimeoutError(f"no message in {timeout}s")
-            chunk = os.read(self.rfd, 65536)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        obj: dict[str, Any] = json.loads(line)
-        return obj
-
-    def close(self) -> None:
-        for fd in (self.rfd, self.wfd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def child_main(config: dict[str, Any], channel: _Channel) -> int:
-    """The worker process: build the worker, say hello, run, report how it ended."""
-    start = Start.from_json(config["start"])
-    settings = Settings(**config["settings"])
-    owner = start.lease.owner if start.lease else owner_of(start.label, os.getpid())
-
-    def hook(point: str, seq: int) -> None:
-        channel.send({"gate": [point, seq]})
-        answer = channel.receive(None)
-        if answer is None or answer.get("action") != "go":
-            exit_process(point, seq)  # the CLI's crash: os._exit(1), nothing flushed
-
-    try:
-        conn = db.connect(config["url"], application_name=f"properties.{start.label}")
-        worker = build_worker(
-            variants.get(config["variant"]), conn, settings, owner=owner, hook=hook
-        )
-        channel.send({"hello": {"owner": owner, "backend_pid": conn.info.backend_pid}})
-        enter(worker, start)
-    except BaseException as exc:
-        channel.send({"exit": type(exc).__name__, "detail": str(exc)[:500]})
-        return int(getattr(exc, "exit_code", 70))
-    channel.send({"exit": DONE})
-    return 0
-
-
-def _settings_json(settings: Settings) -> dict[str, Any]:
-    fields = (
-        "database_url", "cloud_url", "model_url", "lease", "heartbeat", "poll",
-        "model_timeout", "tool_timeout", "tool_retries", "retry_backoff", "max_attempts",
-    )  # fmt: skip
-    return {name: getattr(settings, name) for name in fields}
-
-
-class ProcessPilot(Pilot):
-    """A worker in its own process: forked from the runner, or a fresh interpreter."""
-
-    def __init__(
-        self,
-        start: Start,
-        *,
-        url: str,
-        settings: Settings,
-        variant: variants.Variant,
-        spawn: Literal["fork", "exec"],
-        log_path: Path,
-    ) -> None:
-        self.start = start
-        config = {
-            "start": start.to_json(),
-            "url": url,
-            "settings": _settings_json(settings),
-            "variant": variant.name,
-        }
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        self._popen: subprocess.Popen[bytes] | None = None
-        if spawn == "fork":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-                pid = os.fork()
-            if pid == 0:  # the child never returns into the runner
-                code = 70
-                try:
-                    os.close(to_child_w)
-                    os.close(from_child_r)
-                    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                    os.dup2(log_fd, 2)
-                    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD):
-                        signal.signal(sig, signal.SIG_DFL)
-                    code = child_main(config, _Channel(to_child_r, from_child_w))
-                finally:
-                    os._exit(code)
-            self.pid = pid
-        else:
-            with log_path.open("ab") as log:
-                self._popen = subprocess.Popen(
-                    [sys.executable, "-m", "properties._child", json.dumps(config),
-                     str(to_child_r), str(from_child_w)],
-                    pass_fds=(to_child_r, from_child_w),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    cwd=Path(__file__).resolve().parent.parent,
-                )  # fmt: skip
-            self.pid = self._popen.pid
-        os.close(to_child_r)
-        os.close(from_child_w)
-        self._channel = _Channel(from_child_r, to_child_w)
-        self._ended = False
-        self._frozen = False
-        self._pending: Message | None = None  # how it ended, if it ended before saying hello
-        self.owner = ""
-        self.backend_pid = None
-        hello = self._channel.receive(MESSAGE_TIMEOUT)
-        if hello is not None and "hello" in hello:
-            self.owner = hello["hello"]["owner"]
-            self.backend_pid = hello["hello"]["backend_pid"]
-        else:
-            self._pending = self._exit_of(hello)
-
-    def _wait(self) -> int:
-        if self._popen is not None:
-            return self._popen.wait()
-        _, status = os.waitpid(self.pid, 0)
-        return os.waitstatus_to_exitcode(status)
-
-    def _exit_of(self, message: dict[str, Any] | None) -> Exit:
-        code = self._wait()
-        self._ended = True
-        self._channel.close()
-        if message is not None and "exit" in message:
-            return Exit(kind=message["exit"], detail=message.get("detail", ""))
-        if code in (1, -signal.SIGKILL):
-            return Exit(kind=CRASHED, detail=f"exit code {code}")
-        return Exit(kind="ProcessDied", detail=f"exit code {code} without a word")
-
-    def next(self, timeout: float = MESSAGE_TIMEOUT) -> Message:
-        if self._pending is not None:
-            message, self._pending = self._pending, None
-            return message
-        obj = self._channel.receive(timeout)
-        if obj is not None and "gate" in obj:
-            point, seq = obj["gate"]
-            return Gate(point=point, seq=seq)
-        return self._exit_of(obj)
-
-    def reply(self, action: Action) -> None:
-        if action == "kill":
-            os.kill(self.pid, signal.SIGKILL)
-        else:
-            self._channel.send({"action": action})
-
-    def freeze(self) -> None:
-        if not self._ended and not self._frozen:
-            os.kill(self.pid, signal.SIGSTOP)
-            self._frozen = True
-
-    def thaw(self) -> None:
-        if not self._ended and self._frozen:
-            os.kill(self.pid, signal.SIGCONT)
-            self._frozen = False
-
-    def abandon(self) -> None:
-        if self._ended:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        self._wait()
-        self._ended = True
-        self._channel.close()

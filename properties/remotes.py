@@ -42,6 +42,29 @@ class CloudRow:
     generation: int | None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CloudAnswer:
+    """What the cloud answered one mutating request (``mock_remotes.Answer``)."""
+
+    seq: int
+    key: str
+    run: str
+    generation: int | None
+    answer: str  # created, already_done, or the refusal's error code
+    dropped: bool  # the drop_after knob lost it on the way back
+
+
+def _answer(obj: dict[str, Any]) -> CloudAnswer:
+    return CloudAnswer(
+        seq=obj["seq"],
+        key=obj["key"],
+        run=run_of(obj["key"]),
+        generation=obj["generation"],
+        answer=obj["answer"],
+        dropped=obj["dropped"],
+    )
+
+
 def _row(record: dict[str, Any]) -> CloudRow:
     return CloudRow(
         key=record["key"],
@@ -69,6 +92,9 @@ class Remotes(ABC):
 
     @abstractmethod
     def cloud_rows(self) -> list[CloudRow]: ...
+
+    @abstractmethod
+    def cloud_answers(self) -> list[CloudAnswer]: ...
 
     @abstractmethod
     def cloud_faults(self) -> dict[str, float]: ...
@@ -112,6 +138,9 @@ class InProcessRemotes(Remotes):
 
     def cloud_rows(self) -> list[CloudRow]:
         return [_row(r.to_json()) for r in self.cloud.records()]
+
+    def cloud_answers(self) -> list[CloudAnswer]:
+        return [_answer(a.to_json()) for a in self.cloud.answers()]
 
     def cloud_faults(self) -> dict[str, float]:
         return {k: getattr(self.cloud.faults, k) for k in CLOUD_KNOBS}
@@ -161,6 +190,9 @@ class HttpRemotes(Remotes):
 
     def cloud_rows(self) -> list[CloudRow]:
         return [_row(r) for r in self._get(f"{self.cloud_url}/v1/resources")["resources"]]
+
+    def cloud_answers(self) -> list[CloudAnswer]:
+        return [_answer(a) for a in self._get(f"{self.cloud_url}/v1/answers")["answers"]]
 
     def cloud_faults(self) -> dict[str, float]:
         knobs = self._get(f"{self.cloud_url}/admin/faults")

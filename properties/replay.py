@@ -11,9 +11,8 @@ worker processes dying with ``os._exit(1)``/``SIGKILL``, frozen with
 ``SIGSTOP``, mocks under uvicorn over HTTP), ``exec`` (the same with a fresh
 interpreter per worker).
 
-The database: ``PROPERTIES_DATABASE_URL``, else ``DATABASE_URL``, else a
-database ``crashresume_properties`` next to the CLI's local cluster (created on
-first use). Replaying empties that database's runs.
+The database is a throwaway PostgreSQL of the suite's own, started for the replay
+and removed after it (``properties.server.SuiteDatabase``): a schedule may crash it.
 """
 
 from __future__ import annotations
@@ -26,7 +25,8 @@ from collections.abc import Sequence
 
 from .events import Schedule, ScheduleError, program
 from .invariants import Violation, Violations
-from .runners import database_url, make_runner
+from .runner import ScheduleRunner
+from .runners import make_runner, suite_database
 from .variants import CORRECT, VARIANTS
 
 
@@ -66,7 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"schedule {args.file}: {len(schedule.events)} events, runtime {variant}, "
           f"mode {args.mode}, seed {schedule.seed}")  # fmt: skip
     print(program(schedule.events))
-    runner = make_runner(args.mode, database_url(), variant=variant)
+    with suite_database() as database:
+        return _replay(args, schedule, make_runner(args.mode, database, variant=variant))
+
+
+def _replay(args: argparse.Namespace, schedule: Schedule, runner: ScheduleRunner) -> int:
     try:
         runner.baseline()
         runner.reset()

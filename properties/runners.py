@@ -1,4 +1,4 @@
-"""The two runners of a schedule, and where the command-line tools find a database.
+"""The two runners of a schedule, and the database the command-line tools run them on.
 
 - :class:`InProcessRunner`: workers are threads over their own connections, the
   mocks are in-process cores (about 8 ms an event: generation and shrinking);
@@ -9,48 +9,30 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final, Literal
-
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from typing import Literal
 
 from .events import Event
-from .invariants import Violation
-from .pilots import ConnectionPool, Pilot, ProcessPilot, Start, ThreadPilot
+from .pilots import ConnectionPool, Pilot, Start, ThreadPilot
+from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
-from .runner import ScheduleRunner
+from .runner import CrashableServer, ScheduleRunner
+from .server import SuiteDatabase
+from .violations import Violation
 
-PROPERTIES_DB: Final = "crashresume_properties"  # the replay's own database on the CLI cluster
 
-
-def database_url() -> str:
-    """Where the CLIs (replay, nightly, bench) run schedules; they empty its runs.
-
-    ``PROPERTIES_DATABASE_URL``, else ``DATABASE_URL``, else a database of its own
-    (``crashresume_properties``) on the CLI's local cluster, so that replaying never
-    wipes the runs of the agent's own database.
-    """
-    for name in ("PROPERTIES_DATABASE_URL", "DATABASE_URL"):
-        if os.environ.get(name):
-            return os.environ[name]
-    from agent_runtime.dbsource import cli_cluster
-
-    base = cli_cluster().ensure_running()
-    with psycopg.connect(base, autocommit=True) as conn:
-        if not conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (PROPERTIES_DB,)
-        ).fetchone():
-            conn.execute(
-                sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(
-                    sql.Identifier(PROPERTIES_DB)
-                )
-            )
-    return make_conninfo(base, dbname=PROPERTIES_DB)
+@contextlib.contextmanager
+def suite_database() -> Iterator[SuiteDatabase]:
+    """The database the CLIs (replay, nightly, bench) run schedules on: a cluster of the
+    suite's own (``db_crash`` must be able to crash it), see ``SuiteDatabase.for_command``."""
+    database = SuiteDatabase.for_command()
+    try:
+        yield database
+    finally:
+        database.close()
 
 
 class InProcessRunner(ScheduleRunner):
@@ -58,14 +40,19 @@ class InProcessRunner(ScheduleRunner):
 
     mode = "inprocess"
 
-    def __init__(self, url: str, *, variant: str | None = None) -> None:
+    def __init__(
+        self, url: str, *, variant: str | None = None, server: CrashableServer | None = None
+    ) -> None:
         self._remotes = InProcessRemotes()
         self._pool = ConnectionPool(url)
-        super().__init__(url, variant=variant, remotes=self._remotes)
+        super().__init__(url, variant=variant, remotes=self._remotes, server=server)
 
     def close(self) -> None:
         super().close()
         self._pool.close()
+
+    def _after_db_crash(self) -> None:
+        self._pool.close()  # every spare connection died with the server
 
     def _pilot(self, start: Start) -> Pilot:
         return ThreadPilot(
@@ -90,11 +77,12 @@ class ProcessRunner(ScheduleRunner):
         variant: str | None = None,
         spawn: Literal["fork", "exec"] = "fork",
         log_dir: Path | None = None,
+        server: CrashableServer | None = None,
     ) -> None:
         self.spawn: Literal["fork", "exec"] = spawn
         self._own_log_dir = log_dir is None
         self.log_dir = log_dir or scratch_dir("properties-workers-")
-        super().__init__(url, variant=variant, remotes=HttpRemotes())
+        super().__init__(url, variant=variant, remotes=HttpRemotes(), server=server)
 
     def close(self) -> None:
         super().close()
@@ -112,11 +100,14 @@ class ProcessRunner(ScheduleRunner):
         )
 
 
-def make_runner(mode: str, url: str, *, variant: str | None = None) -> ScheduleRunner:
+def make_runner(
+    mode: str, database: SuiteDatabase, *, variant: str | None = None
+) -> ScheduleRunner:
     if mode == "inprocess":
-        return InProcessRunner(url, variant=variant)
+        return InProcessRunner(database.url, variant=variant, server=database)
     if mode in ("process", "fork", "exec"):
-        return ProcessRunner(url, variant=variant, spawn="exec" if mode == "exec" else "fork")
+        spawn: Literal["fork", "exec"] = "exec" if mode == "exec" else "fork"
+        return ProcessRunner(database.url, variant=variant, spawn=spawn, server=database)
     raise ValueError(f"unknown runner mode {mode!r}; use inprocess, process (fork) or exec")
 
 

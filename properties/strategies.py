@@ -18,9 +18,10 @@ _SEQ = st.one_of(st.none(), st.integers(0, 3))
 
 
 def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
-    """One event. ``drop_after=False`` leaves out the one fault that costs real time
-    in the process runner (a dropped answer is waited for until the client times out)."""
-    on_run = st.sampled_from(("step", "resume", "restart", "drop_connection"))
+    """One event. ``drop_after=False`` leaves out the faults that cost real time in the
+    process runner (a dropped answer, or a cloud slower than the tool timeout, is waited
+    for until the client times out)."""
+    on_run = st.sampled_from(("step", "resume", "restart", "drop_connection", "heartbeat"))
     crash = st.builds(
         lambda run, point, seq, kill: Event(op="crash", run=run, point=point, seq=seq, kill=kill),
         _RUN,
@@ -40,13 +41,21 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
             st.sampled_from(CRASH_POINTS),
             _SEQ,
         ),
-        st.just(Event(op="sweep")),
+        st.builds(lambda s: Event(op="sweep", seconds=s), st.sampled_from((None, 11.0, 2.0))),
+        st.builds(lambda s: Event(op="tick", seconds=s), st.sampled_from((2.0, 11.0, 13.0))),
+        st.builds(
+            lambda run, point, seq: Event(op="db_crash", run=run, point=point, seq=seq),
+            _RUN,
+            st.sampled_from(CRASH_POINTS),
+            _SEQ,
+        ),
+        st.just(Event(op="db_crash")),
         st.builds(
             lambda fault, n: Event(op="cloud_fault", fault=fault, n=n), counted, st.integers(1, 5)
         ),
         st.builds(
             lambda seconds: Event(op="cloud_fault", fault="latency", seconds=seconds),
-            st.sampled_from((0.0, 0.002)),
+            st.sampled_from((0.0, 0.002, 1.5) if drop_after else (0.0, 0.002)),
         ),
         st.builds(
             lambda fault: Event(op="model_fault", fault=fault, n=1), st.sampled_from(MODEL_FAULTS)

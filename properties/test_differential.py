@@ -7,20 +7,33 @@ the journaled decisions (seq, tool, args), the tool calls (seq, key, state,
 remote status, result id) and the cloud's records (key, kind, id, args); plus the
 resource counts, and the trace (what each event did: which worker paused, crashed,
 was fenced, at which point and step).
+
+A failure is fast and saved. Each schedule runs in-process first: a violation found
+there fails at once, so Hypothesis shrinks it without ever starting a process. Only a
+schedule the in-process runner passes goes through the process runner. The first
+failing schedule is saved before shrinking; shrinking stops after
+:data:`~properties.machine.SHRINK_BUDGET` seconds; the shrunk one is saved too, and both
+print their replay commands.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
+from hypothesis.control import current_build_context
 
-from .events import Event, program
-from .invariants import Violation, Violations
+from .events import Event, Schedule
+from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
 from .profiles import active_profile, profile_settings
 from .runner import ScheduleRunner
 from .runners import InProcessRunner, ProcessRunner
 from .strategies import schedules
+from .violations import Violation, Violations
 
 EXAMPLES = {"dev": 6, "ci": 15, "nightly": 100}  # process-runner schedules per run
 
@@ -40,19 +53,56 @@ def _first_difference(a: list[str], b: list[str]) -> str:
     return f"trace lengths {len(a)} and {len(b)}"
 
 
+class _Failures:
+    """Saves the first failing schedule at once and the shrunk one at the end."""
+
+    def __init__(self, profile: str, directory: Path) -> None:
+        self.profile = profile
+        self.directory = directory
+        self.first: float | None = None
+
+    def save(self, events: list[Event], failure: str, runner: str) -> None:
+        final = current_build_context().is_final
+        if not final and self.first is not None:
+            return
+        schedule = Schedule(
+            events=tuple(events),
+            name="differential",
+            profile=self.profile,
+            failure=failure,
+            meta={"runner": runner},
+        )
+        digest = hashlib.sha1(json.dumps([e.to_json() for e in events]).encode()).hexdigest()
+        stem = "differential" if final else "differential-unshrunk"
+        path = schedule.save(self.directory / f"{stem}-{digest[:8]}.json")
+        if self.first is None:
+            self.first = time.monotonic()
+        title = "shrunk schedule" if final else "failing schedule (saved before shrinking)"
+        print(report(title, schedule, path))
+
+
 def test_both_runners_give_random_schedules_the_same_outcome(
     inprocess_runner: InProcessRunner, process_runner: ProcessRunner
 ) -> None:
     profile = active_profile()
+    failures = _Failures(profile, FAILURES)
 
     @profile_settings(profile, max_examples=EXAMPLES[profile], stateful_step_count=10)
     @given(schedules(max_events=10))
     def agree(events: list[Event]) -> None:
         fast, fast_trace = _run(inprocess_runner, events)
+        if isinstance(fast, str):
+            failures.save(events, fast, "inprocess")
+            raise AssertionError(fast)
         real, real_trace = _run(process_runner, events)
-        where = f"schedule:\n{program(events)}"
-        assert fast_trace == real_trace, f"{_first_difference(fast_trace, real_trace)}\n{where}"
-        assert fast == real, f"outcomes differ\n{where}\ninprocess: {fast}\nprocess:   {real}"
-        assert not isinstance(fast, str), f"{fast}\n{where}"
+        problem = None
+        if fast_trace != real_trace:
+            problem = _first_difference(fast_trace, real_trace)
+        elif fast != real:
+            problem = f"outcomes differ\ninprocess: {fast}\nprocess:   {real}"
+        if problem is not None:
+            failures.save(events, problem, "process")
+            raise AssertionError(problem)
 
-    agree()
+    with shrinking_within(SHRINK_BUDGET):
+        agree()

@@ -7,22 +7,14 @@ from typing import Any
 
 import pytest
 
-from .invariants import (
-    Ask,
-    Baseline,
-    CallRow,
-    DecisionRow,
-    RunRow,
-    Shadow,
-    Snapshot,
-    no_divergence,
-    no_duplicate_effect,
-    normalised,
-    settled,
-)
+from .accounting import Ask
+from .baseline import Baseline, normalised, settled
+from .invariants import no_divergence, no_duplicate_effect, remote_truth
+from .observe import CallRow, DecisionRow, RunRow, Snapshot
 from .profiles import active_profile
 from .progress import Progress
-from .remotes import CloudRow
+from .remotes import CloudAnswer, CloudRow
+from .shadow import Shadow
 
 SERVER = {"name": "srv-1", "size": "small", "region": "local-1"}
 RESULT = {"id": "i-0000001", "kind": "server", "status": "created", **SERVER, "ip": "10.0.0.1"}
@@ -36,6 +28,7 @@ def _snapshot(
     model_calls: int = 1,
     status: str = "running",
     generation: int = 1,
+    answers: list[CloudAnswer] | None = None,
 ) -> Snapshot:
     decisions = decisions if decisions is not None else [_decision()]
     return Snapshot(
@@ -53,6 +46,7 @@ def _snapshot(
         calls={"r0": {c.seq: c for c in (calls if calls is not None else [_call()])}},
         cloud=cloud if cloud is not None else [_record()],
         model_calls={"r0": model_calls},
+        answers=answers if answers is not None else [_answer()],
     )
 
 
@@ -80,6 +74,14 @@ def _record(key: str = "r0:0", id: str = "i-0000001") -> CloudRow:
     )
 
 
+def _answer(
+    answer: str = "created", generation: int = 1, dropped: bool = False, seq: int = 1
+) -> CloudAnswer:
+    return CloudAnswer(
+        seq=seq, key="r0:0", run="r0", generation=generation, answer=answer, dropped=dropped
+    )
+
+
 def _asks(*fates: str) -> list[Ask]:
     return [
         Ask(run="r0", seq=0, number=i + 1, worker=f"w{i + 1}", fate=f) for i, f in enumerate(fates)
@@ -90,7 +92,55 @@ def test_a_sound_snapshot_passes_every_check() -> None:
     now = _snapshot()
     assert no_duplicate_effect(now) == []
     assert no_divergence(now, _asks("journaled")) == []
+    assert remote_truth(now) == []
     assert Shadow().check_and_update(now, {"r0": 1}) == []
+
+
+def test_a_created_confirm_for_a_resend_the_cloud_answered_already_done_is_caught() -> None:
+    resent = [_answer(dropped=True), _answer("already_done", seq=2)]
+    (found,) = remote_truth(_snapshot(answers=resent))
+    assert found.kind == "remote_truth"
+    assert "confirmed r0:0 as created, but the cloud answered generation 1's request" in str(found)
+    assert "already_done" in str(found)
+    other = [_answer(generation=2)]
+    (missing,) = remote_truth(_snapshot(answers=other))
+    assert "the cloud answered no request of that generation" in str(missing)
+
+
+def test_a_model_call_by_a_worker_that_lost_its_run_is_never_excused() -> None:
+    asks = _asks("journaled", "lost")
+    asks[1].generation, asks[1].run_generation = 1, 2
+    asks[1].lose("w2 ended: LeaseLost", True)
+    found = no_divergence(_snapshot(model_calls=2), asks)
+    assert [v.kind for v in found] == ["zombie_model_call"]
+    assert "a worker that lost its run bought a model answer" in str(found[0])
+
+
+def test_a_database_crash_may_take_back_a_confirm_only_for_an_already_done_resend() -> None:
+    shadow = Shadow()
+    assert shadow.check_and_update(_snapshot(), {"r0": 1}) == []
+    intent = CallRow(
+        seq=0, key="r0:0", state="intent", result=None, remote_status=None, generation=1,
+        confirm_generation=None,
+    )  # fmt: skip
+    (lost,) = shadow.check_and_update(_snapshot(calls=[intent]), {"r0": 1})
+    assert "confirmed call changed" in str(lost)  # without a crash: lost state
+    shadow = Shadow()
+    shadow.check_and_update(_snapshot(), {"r0": 1})
+    shadow.database_crashed()
+    assert shadow.check_and_update(_snapshot(calls=[intent]), {"r0": 1}) == []
+    (wrong,) = shadow.check_and_update(_snapshot(), {"r0": 1})  # re-sent, answered created
+    assert "must be answered already_done with the same result" in str(wrong)
+
+
+def test_a_decision_or_a_generation_a_database_crash_takes_back_is_lost_state() -> None:
+    shadow = Shadow()
+    shadow.check_and_update(_snapshot(generation=3), {"r0": 3})
+    shadow.database_crashed()
+    found = shadow.check_and_update(_snapshot(decisions=[], calls=[], generation=2), {"r0": 3})
+    messages = " / ".join(str(v) for v in found)
+    assert "decision create_server" in messages and "is gone after a database crash" in messages
+    assert "its generation went back from 3 to 2" in messages
 
 
 def test_two_servers_for_one_run_are_a_duplicate_effect() -> None:

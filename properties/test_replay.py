@@ -14,6 +14,7 @@ from hypothesis import given
 from .events import Event, Schedule, ScheduleError
 from .profiles import active_profile, profile_settings
 from .runners import InProcessRunner, ProcessRunner
+from .server import DATADIR_ENV, SuiteDatabase
 from .strategies import schedules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +37,12 @@ BUSY = [
     Event(op="cloud_fault", fault="fail_before", n=2),
     Event(op="cloud_fault", fault="latency", seconds=0.002),
     Event(op="crash", run=0, point="after_confirm", kill=True),
+    Event(op="start", run=2),
+    Event(op="restart", run=2),
+    Event(op="heartbeat", run=2),
+    Event(op="db_crash", run=2, point="after_call"),
+    Event(op="tick", seconds=13.0),
+    Event(op="sweep", seconds=0.0),
 ]
 # Caught with the confirm_before_call variant, harmless with the real runtime.
 CONFIRM_FIRST = Schedule(
@@ -111,8 +118,10 @@ def test_a_malformed_event_is_refused_with_what_is_wrong(
         Event.from_json(event)
 
 
-def _replay(path: Path, database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PROPERTIES_DATABASE_URL": database_url}
+def _replay(
+    path: Path, database: SuiteDatabase, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, DATADIR_ENV: str(database.cluster.datadir)}
     return subprocess.run(
         [sys.executable, "-m", "properties.replay", str(path), *args],
         cwd=ROOT,
@@ -125,16 +134,16 @@ def _replay(path: Path, database_url: str, *args: str) -> subprocess.CompletedPr
 
 @pytest.mark.parametrize("mode", ["inprocess", "process"])
 def test_the_replay_command_reproduces_a_saved_failure(
-    mode: str, tmp_path: Path, database_url: str
+    mode: str, tmp_path: Path, suite_database: SuiteDatabase
 ) -> None:
     path = CONFIRM_FIRST.save(tmp_path / "confirm-first.json")
 
-    broken = _replay(path, database_url, "--mode", mode)
+    broken = _replay(path, suite_database, "--mode", mode)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "VIOLATION after event 2 (crash r0 at after_intent)" in broken.stdout
     assert "confirmed with result unknown (created) but the cloud holds nothing" in broken.stdout
 
-    fixed = _replay(path, database_url, "--mode", mode, "--variant", "correct")
+    fixed = _replay(path, suite_database, "--mode", mode, "--variant", "correct")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "no violation" in fixed.stdout
     assert "r0: done tools=['create_server', 'create_database', 'create_dns_record', 'done']" in (
@@ -143,22 +152,22 @@ def test_the_replay_command_reproduces_a_saved_failure(
 
 
 def test_the_replay_command_refuses_a_file_that_is_not_a_schedule(
-    tmp_path: Path, database_url: str
+    tmp_path: Path, suite_database: SuiteDatabase
 ) -> None:
     path = tmp_path / "nope.json"
     path.write_text('{"format": "something else"}')
-    result = _replay(path, database_url)
+    result = _replay(path, suite_database)
     assert result.returncode == 2
-    assert "not a crashresume.schedule/1 file" in result.stderr
+    assert "not a crashresume.schedule/2 file" in result.stderr
 
 
 def test_a_fresh_interpreter_per_worker_gives_the_same_outcome(
-    database_url: str, inprocess_runner: InProcessRunner
+    suite_database: SuiteDatabase, inprocess_runner: InProcessRunner
 ) -> None:
     events = BUSY[:8]
     expected = inprocess_runner.replay(events)
     trace = list(inprocess_runner.trace)
-    execs = ProcessRunner(database_url, spawn="exec")
+    execs = ProcessRunner(suite_database.url, spawn="exec", server=suite_database)
     try:
         assert execs.replay(events) == expected
         assert execs.trace == trace

@@ -9,6 +9,7 @@ import pytest
 
 from agent_runtime.crash import CRASH_POINTS
 
+from .events import OPS
 from .machine import Exploration, explore
 from .profiles import active_profile
 from .progress import Progress
@@ -23,6 +24,7 @@ FAULT_KINDS = (
     "model invalid_args",
     "database connection dropped",
 )
+EVENTS = tuple(OPS)  # every kind of event is generated
 
 
 def _seed(profile: str) -> int | None:
@@ -47,11 +49,12 @@ def test_crash_schedules_keep_every_invariant(
             result = explore(inprocess_runner, profile=profile, seed=seed, progress=progress)
         finally:
             progress.close()
+    s = result.stats
     print(
         f"properties: profile={result.profile} seed={result.seed} examples={result.examples} "
-        f"events={result.stats.events} crashes={result.stats.crashes} "
-        f"restarts={result.stats.restarts} {result.elapsed:.1f}s\n"
-        f"  crashes per point: {result.stats.fired}\n  faults: {result.stats.faults}"
+        f"events={s.events} crashes={s.crashes} restarts={s.restarts} "
+        f"db_crashes={s.db_crashes} zombies={s.zombies} {result.elapsed:.1f}s\n"
+        f"  crashes per point: {s.fired}\n  faults: {s.faults}"
     )
     if result.error is not None:
         saved = "\n".join(f"  saved: {path}" for path, _ in result.saved)
@@ -60,8 +63,10 @@ def test_crash_schedules_keep_every_invariant(
 
 
 def test_the_ci_profile_reaches_every_crash_point_and_fault(ci_exploration: Exploration) -> None:
-    fired = ci_exploration.stats.fired
-    print(f"crashes fired per point: {fired}; faults: {ci_exploration.stats.faults}")
-    assert [p for p in CRASH_POINTS if not fired.get(p)] == []
-    assert [f for f in FAULT_KINDS if not ci_exploration.stats.faults.get(f)] == []
-    assert ci_exploration.stats.restarts > 0
+    stats = ci_exploration.stats
+    print(f"crashes fired per point: {stats.fired}; faults: {stats.faults}")
+    assert [p for p in CRASH_POINTS if not stats.fired.get(p)] == []
+    assert [f for f in FAULT_KINDS if not stats.faults.get(f)] == []
+    assert stats.restarts > 0
+    assert stats.db_crashes > 0 and stats.zombies > 0
+    assert [e for e in EVENTS if not stats.events_by_op.get(e)] == []

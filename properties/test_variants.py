@@ -13,23 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from .invariants import Violation, Violations
 from .machine import explore
 from .runners import InProcessRunner, first_failure
+from .server import SuiteDatabase
 from .variants import VARIANTS
+from .violations import Violation, Violations
 
-MAX_SHRUNK = 6  # events; every variant so far shrinks to 2-4
+MAX_SHRUNK = 8  # events a shrunk schedule may keep
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_the_ci_profile_catches_a_broken_runtime(
     variant: str,
-    database_url: str,
+    suite_database: SuiteDatabase,
     inprocess_runner: InProcessRunner,
     tmp_path: Path,
     record_property: Callable[[str, object], None],
 ) -> None:
-    broken = InProcessRunner(database_url, variant=variant)
+    broken = InProcessRunner(suite_database.url, variant=variant, server=suite_database)
     try:
         result = explore(broken, profile="ci", name=variant, failures_dir=tmp_path)
         assert isinstance(result.error, Violation | Violations), (
@@ -44,6 +45,7 @@ def test_the_ci_profile_catches_a_broken_runtime(
             + f"\n  {schedule.failure}"
         )
         record_property("shrunk_length", len(schedule.events))
+        record_property("caught_by", str(result.error).split("]")[0].lstrip("["))
         assert path.exists() and schedule.variant == variant
         assert len(schedule.events) <= MAX_SHRUNK
         assert first_failure(broken, schedule.events) is not None

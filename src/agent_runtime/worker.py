@@ -60,6 +60,10 @@ def _args(args: dict[str, Any]) -> str:
 class Worker:
     """Drives runs to completion against one database connection and two remotes."""
 
+    # The clients :meth:`build` makes; a subclass may swap one for its own.
+    model_client: type[ModelClient] = ModelClient
+    cloud_client: type[CloudClient] = CloudClient
+
     def __init__(
         self,
         journal: Journal,
@@ -131,10 +135,10 @@ class Worker:
         return cls(
             journal,
             settings,
-            model=ModelClient(
+            model=cls.model_client(
                 settings.model_url, timeout=settings.model_timeout, transport=model_transport
             ),
-            cloud=CloudClient(
+            cloud=cls.cloud_client(
                 settings.cloud_url,
                 timeout=settings.tool_timeout,
                 retries=settings.tool_retries,

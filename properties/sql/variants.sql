@@ -1,4 +1,4 @@
--- Queries of the deliberately broken runtime variants (properties/variants.py).
+-- Queries of the deliberately broken runtime variants (properties/variants/).
 -- Never used by the real runtime: each one drops a guarantee on purpose, so that
 -- the property suite can show it notices.
 
@@ -113,3 +113,89 @@ UPDATE tool_calls t SET result = %(result)s, remote_status = %(remote)s
 FROM owned
 WHERE t.run_id = owned.id AND t.seq = %(seq)s
 RETURNING t.confirmed_at;
+
+-- == claim_ignores_lease: the supervisor's sweep claims without looking at the lease ==
+
+-- name: careless_claim_expired
+WITH prev AS (
+    SELECT id, owner, lease_expires_at
+    FROM runs
+    WHERE status IN ('pending', 'running')
+      AND attempts < %(max_attempts)s
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE runs r
+    SET owner = %(owner)s || ':' || r.id, generation = r.generation + 1, status = 'running',
+        lease_expires_at = cr_now() + make_interval(secs => %(lease)s),
+        attempts = r.attempts + 1, updated_at = cr_now()
+    FROM prev
+    WHERE r.id = prev.id
+    RETURNING r.id, r.owner, r.generation, prev.owner AS previous_owner,
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+), logged AS (
+    INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
+    SELECT id, generation, owner, previous_owner, previous_expired_at FROM claimed
+)
+SELECT id, owner, generation FROM claimed;
+
+-- == claim_run_flipped: a claim that takes live leases and leaves expired ones ==
+
+-- name: flipped_claim_run
+WITH prev AS (
+    SELECT id, owner, lease_expires_at
+    FROM runs
+    WHERE id = %(run)s
+      AND status IN ('pending', 'running')
+      AND (owner IS NULL
+           OR lease_expires_at > cr_now()
+           OR (owner = %(dead_owner)s AND generation = %(dead_generation)s))
+    FOR UPDATE
+), claimed AS (
+    UPDATE runs r
+    SET owner = %(owner)s, generation = r.generation + 1, status = 'running',
+        lease_expires_at = cr_now() + make_interval(secs => %(lease)s),
+        attempts = r.attempts + 1, updated_at = cr_now()
+    FROM prev
+    WHERE r.id = prev.id
+    RETURNING r.id, r.generation, r.lease_expires_at, prev.owner AS previous_owner,
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+)
+INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
+SELECT id, generation, %(owner)s, previous_owner, previous_expired_at FROM claimed
+RETURNING generation;
+
+-- == async_intent: the intent commits without waiting for the WAL flush ==
+
+-- name: relaxed_record_intent
+WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS setting
+), owned AS (
+    UPDATE runs SET updated_at = cr_now()
+    WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
+      AND status = 'running' AND (SELECT setting FROM relaxed) = 'off'
+    RETURNING id
+)
+INSERT INTO tool_calls (run_id, seq, idem_key, state, generation)
+SELECT id, %(seq)s, %(key)s, 'intent', %(generation)s FROM owned
+RETURNING intent_at;
+
+-- == release_unfenced: a clean stop that frees the run whoever holds it now ==
+
+-- name: unfenced_release_run
+UPDATE runs
+SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s),
+    failure = %(reason)s, updated_at = cr_now()
+WHERE id = %(run)s AND status = 'running'
+RETURNING id;
+
+-- == history_join_any_run: the restart reads its history with a join that lost a column ==
+
+-- name: joined_history
+SELECT d.seq, d.tool, d.args, d.llm_call, d.generation, d.decided_at,
+       t.idem_key, t.state, t.result, t.remote_status, t.generation AS call_generation,
+       t.confirm_generation, t.intent_at, t.confirmed_at
+FROM decisions d LEFT JOIN tool_calls t ON t.seq = d.seq
+WHERE d.run_id = %(run)s
+ORDER BY d.seq, t.intent_at;

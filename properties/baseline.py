@@ -1,0 +1,138 @@
+"""The crash-free baseline, the end-state check against it, and the outcome two runners
+must agree on.
+
+**settled** (teardown): every started run is done; its tools are the baseline's in order;
+its arguments equal the baseline's up to the call numbers in names and the ids they refer
+to; every tool step is confirmed and matched by exactly one cloud resource (nothing lost);
+no model answer is left in flight.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .accounting import Ask
+from .observe import KIND_OF, Snapshot
+from .violations import Violation
+
+_NUMBER: Final = re.compile(r"-(\d+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Baseline:
+    """The crash-free run: its tools in order and its arguments, normalised."""
+
+    tools: tuple[str, ...]
+    args: tuple[dict[str, Any], ...]
+
+
+def normalised(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments with call numbers and the ids they refer to replaced by placeholders."""
+    out = dict(args)
+    if "name" in out:
+        out["name"] = _NUMBER.sub("-N", str(out["name"]))
+    if "server_id" in out:
+        out["server_id"] = "<server id>"
+    if out.get("type") == "A" and "value" in out:
+        out["value"] = "<server ip>"
+    return out
+
+
+def baseline_of(now: Snapshot, run: str) -> Baseline:
+    decisions = [now.decisions[run][s] for s in sorted(now.decisions.get(run, {}))]
+    return Baseline(
+        tools=tuple(d.tool for d in decisions),
+        args=tuple(normalised(d.args) for d in decisions),
+    )
+
+
+def settled(now: Snapshot, runs: list[str], baseline: Baseline, asks: list[Ask]) -> list[Violation]:
+    found: list[Violation] = []
+    for run in runs:
+        row = now.runs.get(run)
+        if row is None or row.status != "done":
+            status = "missing" if row is None else f"{row.status} ({row.failure or 'no reason'})"
+            found.append(Violation("settled", run, None, f"never finished: {status}"))
+            continue
+        mine = baseline_of(now, run)
+        if mine.tools != baseline.tools:
+            found.append(
+                Violation(
+                    "settled",
+                    run,
+                    None,
+                    f"finished with tools {list(mine.tools)}, the crash-free run with "
+                    f"{list(baseline.tools)}",
+                )
+            )
+            continue
+        for seq, (got, want) in enumerate(zip(mine.args, baseline.args, strict=True)):
+            if got != want:
+                found.append(
+                    Violation("settled", run, seq, f"arguments {got}, crash-free run {want}")
+                )
+        calls = now.calls.get(run, {})
+        held = {row.key: row for row in now.cloud_of(run)}
+        for seq, d in sorted(now.decisions[run].items()):
+            if d.tool not in KIND_OF:
+                continue
+            call = calls.get(seq)
+            if call is None or call.state != "confirmed":
+                found.append(
+                    Violation(
+                        "settled", run, seq, f"{d.tool} is {call.state if call else 'not called'}"
+                    )
+                )
+            elif call.key not in held:
+                found.append(
+                    Violation(
+                        "settled", run, seq, f"effect lost: nothing in the cloud under {call.key}"
+                    )
+                )
+        expected_keys = {c.key for c in calls.values() if c.state == "confirmed"}
+        if set(held) != expected_keys:
+            found.append(
+                Violation(
+                    "settled",
+                    run,
+                    None,
+                    f"the cloud holds keys {sorted(held)}, the journal confirmed "
+                    f"{sorted(expected_keys)}",
+                )
+            )
+    for ask in asks:
+        if ask.fate == "pending":
+            found.append(
+                Violation(
+                    "settled",
+                    ask.run,
+                    ask.seq,
+                    f"model call #{ask.number} is still held by {ask.worker} after teardown",
+                )
+            )
+    return found
+
+
+def outcome(now: Snapshot, runs: list[str]) -> dict[str, Any]:
+    """What two runners must agree on for the same schedule (the differential test)."""
+    out: dict[str, Any] = {}
+    for run in runs:
+        row = now.runs.get(run)
+        out[run] = {
+            "status": None if row is None else row.status,
+            "llm_calls": None if row is None else row.llm_calls,
+            "model_calls": now.model_calls.get(run, 0),
+            "decisions": [
+                [d.seq, d.tool, d.args] for _, d in sorted(now.decisions.get(run, {}).items())
+            ],
+            "calls": [
+                [c.seq, c.key, c.state, c.remote_status, (c.result or {}).get("id")]
+                for _, c in sorted(now.calls.get(run, {}).items())
+            ],
+            "cloud": [[r.key, r.kind, r.id, r.args] for r in now.cloud_of(run)],
+        }
+    out["resources"] = dict(sorted(Counter(r.kind for r in now.cloud).items()))
+    return out

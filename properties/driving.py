@@ -1,0 +1,327 @@
+"""Driving the workers of a schedule: one at a time, gate by gate, every move accounted for.
+
+:class:`Driving` is the half of the schedule runner that moves workers. At any moment at
+most one worker runs; every other one waits at a gate. A worker is *active* for its run
+(the one ``step``/``crash``/``stall`` drive), *waiting* (frozen at a gate by a stall, or
+outpaced by a takeover and still alive: a zombie), or gone. Along the way it keeps:
+
+- the model's calls, attributed as they happen (:class:`~properties.accounting.Ask`):
+  between two gates of a worker the model's counter for the run moved, so that worker
+  asked, about the step it last passed ``before_decide`` for;
+- each worker's lease as its claim or its last successful renewal set it, and whether
+  its heartbeat found the run taken over (from then on it must start nothing);
+- how every worker ended, judged against what the schedule explains.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final, Literal
+
+from agent_runtime import db
+
+from . import sqlfile
+from .accounting import Ask
+from .pilots import CRASHED, DONE, Exit, Gate, Pilot, Start, ThreadPilot
+from .remotes import Remotes
+from .violations import Violation
+
+MAX_GATES: Final = 400  # gates one drive may pass before the worker is declared stuck
+MODEL_ERRORS: Final = frozenset({"MalformedAnswer", "UnknownTool", "InvalidArguments"})
+FENCED: Final = frozenset({"LeaseLost", "StaleGeneration"})
+
+Decide = Callable[[Gate], Literal["go", "pause", "crash", "kill"]]
+
+
+@dataclass(eq=False, kw_only=True)
+class WorkerRec:
+    label: str
+    run: str
+    pilot: Pilot
+    generation: int | None = None
+    state: str = "running"  # running | paused | exited
+    frozen: bool = False  # stalled: stopped where it stands, its heartbeat too
+    gate: Gate | None = None
+    deciding: int | None = None  # the step of the last before_decide passed
+    ask: Ask | None = None  # an answer this worker holds and has not journaled
+    dropped: bool = False  # its database connection went away (terminated, or a crash)
+    crashed_by_us: bool = False
+    exit: Exit | None = None
+    lease_until: datetime | None = None  # as its claim or its last good renewal set it
+    fenced_after: int | None = None  # cloud answers seen when its heartbeat found it fenced
+
+    @property
+    def alive(self) -> bool:
+        return self.state != "exited"
+
+
+@dataclass(kw_only=True)
+class Stats:
+    examples: int = 0
+    events: int = 0
+    crashes: int = 0
+    restarts: int = 0  # workers started after a crash or takeover (restart, sweep, settle)
+    db_crashes: int = 0
+    zombies: int = 0  # workers that outlived the loss of their run
+    fired: dict[str, int] = field(default_factory=dict)  # crash point -> times fired
+    faults: dict[str, int] = field(default_factory=dict)
+    events_by_op: dict[str, int] = field(default_factory=dict)
+
+    def count(self, fault: str) -> None:
+        self.faults[fault] = self.faults.get(fault, 0) + 1
+
+
+class Driving(ABC):
+    """Moves workers and keeps their ledgers; the schedule runner builds on it."""
+
+    conn: db.Connection
+    remotes: Remotes
+    stats: Stats
+    on_event: Callable[[str], None]
+
+    def _clear_workers(self) -> None:
+        self.workers: list[WorkerRec] = []
+        self.started: list[str] = []
+        self.active: dict[str, WorkerRec | None] = {}
+        self.waiting: dict[str, list[WorkerRec]] = {}  # frozen or outpaced, oldest first
+        self.asks: list[Ask] = []
+        self.model_seen: dict[str, int] = {}
+        self.problems: list[Violation] = []
+        self.bad_answers_issued = 0  # model fault answers armed by the schedule
+        self.bad_answers_used = 0  # ... and explained so far
+        self.cloud_faults_armed = False
+
+    @abstractmethod
+    def _pilot(self, start: Start) -> Pilot:
+        """A pilot of the runner's kind (a thread, or a process) for a new worker."""
+
+    # -- workers ------------------------------------------------------------------------------
+
+    def _label(self) -> str:
+        return f"w{len(self.workers) + 1}"
+
+    def _pilot_rec(self, start: Start) -> WorkerRec:
+        w = WorkerRec(label=start.label, run=start.run_id, pilot=self._pilot(start))
+        if start.lease is not None:
+            w.generation = start.lease.generation
+        self.workers.append(w)
+        return w
+
+    def _launch(self, start: Start) -> str:
+        """A new worker, paused at its first gate; the run's active worker if it got there."""
+        w = self._pilot_rec(start)
+        result = self._drive(w, lambda g: "pause")
+        if w.alive:
+            self.active[start.run_id] = w
+            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+            if row is not None and row["owner"] == w.pilot.owner:
+                w.lease_until = row["lease_expires_at"]
+        return result
+
+    def _wait(self, w: WorkerRec, *, frozen: bool) -> None:
+        """``w`` stops being active: frozen at its gate (a stall), or outpaced but alive."""
+        if self.active.get(w.run) is w:
+            self.active[w.run] = None
+        w.frozen = frozen
+        self.waiting.setdefault(w.run, []).append(w)
+        if frozen:
+            w.pilot.freeze()
+        else:
+            self.stats.zombies += 1
+
+    def _live(self, run: str | None = None) -> list[WorkerRec]:
+        """Live workers that are not frozen (they beat), in the order they were started."""
+        return [w for w in self.workers if w.alive and not w.frozen and run in (None, w.run)]
+
+    def _generation(self, w: WorkerRec) -> int | None:
+        if w.generation is None:
+            row = sqlfile.one(
+                self.conn, "generation_of_owner", {"run": w.run, "owner": w.pilot.owner}
+            )
+            w.generation = row["generation"] if row else None
+        return w.generation
+
+    def _owns(self, w: WorkerRec) -> bool:
+        row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+        return bool(
+            row
+            and row["status"] == "running"
+            and row["owner"] == w.pilot.owner
+            and row["generation"] == self._generation(w)
+        )
+
+    # -- one drive ----------------------------------------------------------------------------
+
+    def _drive(self, w: WorkerRec, decide: Decide, *, first: str = "go") -> str:
+        """Let ``w`` go from where it waits; ``decide`` what happens at each next gate."""
+        if w.state == "paused":
+            w.pilot.thaw()
+            w.frozen = False
+            if first in ("crash", "kill"):
+                assert w.gate is not None
+                return self._kill(w, w.gate, first)
+            w.pilot.reply("go")
+        w.state = "running"
+        for _ in range(MAX_GATES):
+            message = w.pilot.next()
+            self._attribute(w)
+            if isinstance(message, Exit):
+                return self._ended(w, message)
+            self._at_gate(w, message)
+            action = decide(message)
+            if action == "pause":
+                w.state = "paused"
+                w.gate = message
+                self._generation(w)
+                return f"{w.label} at {message.point} seq={message.seq}"
+            if action in ("crash", "kill"):
+                return self._kill(w, message, action)
+            w.pilot.reply("go")
+        w.pilot.abandon()
+        w.state = "exited"
+        self.problems.append(
+            Violation("settled", w.run, None, f"{w.label} passed {MAX_GATES} gates without ending")
+        )
+        return f"{w.label} stuck"
+
+    def _kill(self, w: WorkerRec, gate: Gate, how: str) -> str:
+        w.crashed_by_us = True
+        w.gate = gate
+        w.pilot.reply("kill" if how == "kill" else "crash")
+        message = w.pilot.next()
+        if not isinstance(message, Exit):
+            raise RuntimeError(f"{w.label} went on to {message} after being crashed")
+        self.stats.crashes += 1
+        self.stats.fired[gate.point] = self.stats.fired.get(gate.point, 0) + 1
+        self.on_event(f"crash at {gate.point}")
+        self._ended(w, message)
+        return f"{w.label} crashed at {gate.point} seq={gate.seq}"
+
+    # -- the heartbeat ------------------------------------------------------------------------
+
+    def _beat(self, w: WorkerRec) -> str:
+        """``w`` renews its lease once through the runtime's heartbeat; judge what it did."""
+        result = w.pilot.beat()
+        if not result.present:
+            return f"{w.label} holds no lease"
+        if result.expires is not None:
+            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+            mine = row is not None and row["owner"] == w.pilot.owner
+            if not mine or row is None or row["generation"] != self._generation(w):
+                held = (
+                    "nobody" if row is None else f"{row['owner']} (generation {row['generation']})"
+                )
+                self.problems.append(
+                    Violation(
+                        "foreign_renewal",
+                        w.run,
+                        None,
+                        f"{w.label} (generation {w.generation}) renewed the lease of a run held "
+                        f"by {held}: a renewal by anyone but the owner keeps a lease alive "
+                        "that nobody may be renewing",
+                    )
+                )
+            else:
+                w.lease_until = result.expires
+            return f"{w.label} renewed"
+        if result.lost:
+            if w.fenced_after is None:
+                w.fenced_after = max((a.seq for a in self.remotes.cloud_answers()), default=0)
+            return f"{w.label} fenced"
+        return f"{w.label} renewal failed"
+
+    def _beat_all(self, run: str | None = None) -> str:
+        results = [self._beat(w) for w in self._live(run) if w.state == "paused"]
+        return ", ".join(results) if results else "nobody beats"
+
+    # -- the ask ledger -----------------------------------------------------------------------
+
+    def _attribute(self, w: WorkerRec) -> None:
+        count = self.remotes.model_calls(w.run)
+        seen = self.model_seen.get(w.run, 0)
+        if count > seen:
+            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+            run_generation = row["generation"] if row else None
+            for number in range(seen + 1, count + 1):
+                if w.ask is not None:
+                    w.ask.lose("asked again before journaling the previous answer", False)
+                ask = Ask(
+                    run=w.run,
+                    seq=w.deciding,
+                    number=number,
+                    worker=w.label,
+                    generation=self._generation(w),
+                    run_generation=run_generation,
+                )
+                self.asks.append(ask)
+                w.ask = ask
+        self.model_seen[w.run] = max(seen, count)
+
+    def _at_gate(self, w: WorkerRec, gate: Gate) -> None:
+        if gate.point == "before_decide":
+            w.deciding = gate.seq
+        elif gate.point == "after_decide":
+            if w.ask is not None and w.ask.seq == gate.seq:
+                w.ask.fate = "journaled"
+                w.ask = None
+            w.deciding = None
+        elif gate.point != "after_decide_before_journal" and w.ask is not None:
+            w.ask.lose(f"went on to {gate.point} without journaling it", False)
+            w.ask = None
+
+    # -- endings ------------------------------------------------------------------------------
+
+    def _ended(self, w: WorkerRec, message: Exit) -> str:
+        w.state = "exited"
+        w.exit = message
+        if self.active.get(w.run) is w:
+            self.active[w.run] = None
+        if w in self.waiting.get(w.run, []):
+            self.waiting[w.run].remove(w)
+        expected = self._expected(w, message)
+        if w.ask is not None:
+            w.ask.lose(f"{w.label} ended: {message.kind}", expected)
+            w.ask = None
+        w.deciding = None
+        if not expected:
+            detail = f": {message.detail}" if message.detail else ""
+            self.problems.append(
+                Violation(
+                    "worker",
+                    w.run,
+                    w.gate.seq if w.gate else None,
+                    f"{w.label} stopped with {message.kind}{detail}",
+                )
+            )
+        return f"{w.label} ended: {message.kind}"
+
+    def _expected(self, w: WorkerRec, message: Exit) -> bool:
+        kind = message.kind
+        if kind == DONE:
+            return True
+        if kind == CRASHED:
+            return w.crashed_by_us
+        if kind in FENCED:
+            gen = self._generation(w)
+            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+            return bool(row and gen is not None and row["generation"] > gen)
+        if kind == "DatabaseError":
+            return w.dropped
+        if kind in MODEL_ERRORS:
+            left = self.remotes.model_faults()
+            served = self.bad_answers_issued - sum(int(left[k]) for k in left)
+            if served > self.bad_answers_used:
+                self.bad_answers_used += 1
+                return True
+            return False
+        if kind == "RemoteUnavailable":
+            return self.cloud_faults_armed
+        return False
+
+    def _mark_dropped(self, w: WorkerRec) -> None:
+        w.dropped = True
+        if isinstance(w.pilot, ThreadPilot):
+            w.pilot.dropped = True

@@ -1,0 +1,182 @@
+"""The shadow: every row the suite has seen, and what may never happen to it.
+
+After every event the new snapshot is compared with what was seen before:
+
+- a decision or an intent never disappears or changes (an intent may only become
+  confirmed, under the same key); a confirm never changes; a done run stays done; a
+  run's generation never goes back;
+- no row appears written by a generation older than the run's generation when the event
+  began (a *stale write*: fencing let a worker that lost its lease write);
+- across a **database crash** the same holds for everything the protocol makes durable
+  before acting on it (decisions, intents, status changes, claims). A confirm is the one
+  row the protocol lets a crash take back (it commits without waiting for the flush):
+  it may revert to its intent, and then its re-send must be answered ``already_done``
+  with the result that was lost.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .observe import CallRow, DecisionRow, Snapshot
+from .violations import Violation
+
+
+def decision_may_vanish(now: Snapshot, run: str, seq: int) -> bool:
+    """Whether a database crash may take back the decision of (run, seq).
+
+    The decision commits durably before the tool is called (ARCHITECTURE.md, "What a
+    database crash can lose"), so never.
+    """
+    return False
+
+
+@dataclass
+class Shadow:
+    decisions: dict[str, dict[int, DecisionRow]] = field(default_factory=lambda: defaultdict(dict))
+    calls: dict[str, dict[int, CallRow]] = field(default_factory=lambda: defaultdict(dict))
+    done: set[str] = field(default_factory=set)
+    generations: dict[str, int] = field(default_factory=dict)
+    lost_confirms: dict[tuple[str, int], CallRow] = field(default_factory=dict)
+    crashed: bool = False  # a database crash happened since the last check
+    vanished: list[tuple[str, int]] = field(default_factory=list)  # decisions a crash took
+
+    def database_crashed(self) -> None:
+        self.crashed = True
+
+    def check_and_update(self, now: Snapshot, gen_before: dict[str, int]) -> list[Violation]:
+        found = self._decisions(now) + self._calls(now) + self._runs(now)
+        found += self._stale_writes(now, gen_before)
+        for run, decisions in now.decisions.items():
+            self.decisions[run].update(decisions)
+        for run, calls in now.calls.items():
+            self.calls[run].update(calls)
+        self.done |= {r.id for r in now.runs.values() if r.status == "done"}
+        self.generations.update({r.id: r.generation for r in now.runs.values()})
+        self.crashed = False
+        return found
+
+    def _decisions(self, now: Snapshot) -> list[Violation]:
+        found: list[Violation] = []
+        for run, seen in self.decisions.items():
+            for seq, old in list(seen.items()):
+                new = now.decisions.get(run, {}).get(seq)
+                if new is None and self.crashed and decision_may_vanish(now, run, seq):
+                    del seen[seq]
+                    self.vanished.append((run, seq))
+                elif new is None:
+                    why = " after a database crash" if self.crashed else ""
+                    found.append(
+                        Violation("lost_state", run, seq, f"decision {_d(old)} is gone{why}")
+                    )
+                elif new != old:
+                    found.append(
+                        Violation(
+                            "lost_state", run, seq, f"decision changed from {_d(old)} to {_d(new)}"
+                        )
+                    )
+        return found
+
+    def _calls(self, now: Snapshot) -> list[Violation]:
+        found: list[Violation] = []
+        for run, seen in self.calls.items():
+            for seq, old in seen.items():
+                new = now.calls.get(run, {}).get(seq)
+                why = " after a database crash" if self.crashed else ""
+                if new is None:
+                    gone = f"{old.state} {old.key} is gone{why}"
+                    found.append(Violation("lost_state", run, seq, gone))
+                elif new.key != old.key:
+                    found.append(
+                        Violation(
+                            "lost_state",
+                            run,
+                            seq,
+                            f"the call's idempotency key changed from {old.key} to {new.key}",
+                        )
+                    )
+                elif old.state == "confirmed" and new != old:
+                    if self.crashed and new.state == "intent":
+                        self.lost_confirms[run, seq] = old  # allowed: it must be re-sent
+                    else:
+                        found.append(
+                            Violation(
+                                "lost_state",
+                                run,
+                                seq,
+                                f"confirmed call changed from {_c(old)} to {_c(new)}{why}",
+                            )
+                        )
+        for (run, seq), lost in list(self.lost_confirms.items()):
+            new = now.calls.get(run, {}).get(seq)
+            if new is None or new.state != "confirmed":
+                continue
+            del self.lost_confirms[run, seq]
+            same = (new.result or {}).get("id") == (lost.result or {}).get("id")
+            if new.remote_status != "already_done" or not same:
+                found.append(
+                    Violation(
+                        "lost_state",
+                        run,
+                        seq,
+                        f"the confirm {_c(lost)} was lost in a database crash; its re-send "
+                        f"must be answered already_done with the same result, got {_c(new)}",
+                    )
+                )
+        return found
+
+    def _runs(self, now: Snapshot) -> list[Violation]:
+        found: list[Violation] = []
+        why = " after a database crash" if self.crashed else ""
+        for run in sorted(self.done):
+            status = now.runs[run].status if run in now.runs else "gone"
+            if status != "done":
+                found.append(Violation("lost_state", run, None, f"was done, is now {status}{why}"))
+        for run, generation in sorted(self.generations.items()):
+            row = now.runs.get(run)
+            if row is not None and row.generation < generation:
+                found.append(
+                    Violation(
+                        "lost_state",
+                        run,
+                        None,
+                        f"its generation went back from {generation} to {row.generation}{why}: "
+                        "a claim was lost",
+                    )
+                )
+        return found
+
+    def _stale_writes(self, now: Snapshot, gen_before: dict[str, int]) -> list[Violation]:
+        found: list[Violation] = []
+        for run, floor in gen_before.items():
+            for seq, d in now.decisions.get(run, {}).items():
+                if seq not in self.decisions[run] and d.generation < floor:
+                    found.append(_stale(run, seq, "decision", d.generation, floor))
+            for seq, c in now.calls.get(run, {}).items():
+                old = self.calls[run].get(seq)
+                if old is None and c.generation < floor:
+                    found.append(_stale(run, seq, "intent", c.generation, floor))
+                confirmed_now = c.state == "confirmed" and (old is None or old.state != "confirmed")
+                if confirmed_now and (c.confirm_generation or 0) < floor:
+                    found.append(_stale(run, seq, "confirm", c.confirm_generation or 0, floor))
+        return found
+
+
+def _stale(run: str, seq: int, what: str, generation: int, floor: int) -> Violation:
+    return Violation(
+        "lost_state",
+        run,
+        seq,
+        f"stale write: a {what} by generation {generation} appeared after generation "
+        f"{floor} had taken the run over (fencing let a worker that lost its lease write)",
+    )
+
+
+def _d(d: DecisionRow) -> str:
+    return f"{d.tool}{d.args} (llm_call {d.llm_call}, generation {d.generation})"
+
+
+def _c(c: CallRow) -> str:
+    rid = (c.result or {}).get("id")
+    return f"{c.state} {c.key} result={rid} remote={c.remote_status}"

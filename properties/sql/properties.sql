@@ -1,0 +1,38 @@
+-- Queries of the property suite (properties/observe.py, properties/runner.py), by name.
+-- They only read the runtime's tables, except reset_journal, which empties them.
+
+-- name: reset_journal
+DELETE FROM runs;
+
+-- name: snapshot
+-- Everything observable in the journal at one instant, one row per run.
+SELECT r.id, r.status, r.owner, r.generation, r.llm_calls, r.failure, r.lease_expires_at,
+       coalesce((SELECT jsonb_agg(jsonb_build_array(d.seq, d.tool, d.args, d.llm_call,
+                                                    d.generation) ORDER BY d.seq)
+                 FROM decisions d WHERE d.run_id = r.id), '[]') AS decisions,
+       coalesce((SELECT jsonb_agg(jsonb_build_array(t.seq, t.idem_key, t.state, t.result,
+                                                    t.remote_status, t.generation,
+                                                    t.confirm_generation) ORDER BY t.seq)
+                 FROM tool_calls t WHERE t.run_id = r.id), '[]') AS calls
+FROM runs r ORDER BY r.id;
+
+-- name: generations
+SELECT id, generation FROM runs;
+
+-- name: lease_of
+SELECT owner, generation, status, lease_expires_at, cr_now() AS now FROM runs WHERE id = %(run)s;
+
+-- name: leases
+SELECT id, owner, generation, status, lease_expires_at, cr_now() AS now FROM runs;
+
+-- name: generation_of_owner
+SELECT max(generation) AS generation FROM run_claims WHERE run_id = %(run)s AND owner = %(owner)s;
+
+-- name: status_of
+SELECT status FROM runs WHERE id = %(run)s;
+
+-- name: terminate_backend
+SELECT pg_terminate_backend(%(pid)s) AS terminated;
+
+-- name: backend_alive
+SELECT 1 AS alive FROM pg_stat_activity WHERE pid = %(pid)s;

@@ -1,0 +1,181 @@
+"""Broken journals: each one a small, plausible mistake in one statement or one read.
+
+Each class changes what one of :class:`~agent_runtime.journal.Journal`'s methods sends to
+the database (the statements are in ``properties/sql/variants.sql``), nothing else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from psycopg.types.json import Jsonb
+
+from agent_runtime import db
+from agent_runtime.errors import LeaseLost
+from agent_runtime.journal import Journal
+from agent_runtime.records import Decision, History, Lease, ToolCall, idempotency_key
+
+from .. import sqlfile
+
+
+def fenced(journal: Journal, name: str, lease: Lease, what: str, **params: Any) -> db.Row:
+    """Run a variant statement the way ``Journal._fenced`` runs the real ones."""
+    row = sqlfile.one(
+        journal.conn,
+        name,
+        {"run": lease.run_id, "owner": lease.owner, "generation": lease.generation, **params},
+    )
+    if row is None:
+        raise LeaseLost(f"run {lease.run_id} is no longer ours; {what} not written")
+    return row
+
+
+class ForgetfulJournal(Journal):
+    """no_decision_replay: reads back only decisions whose call was confirmed, and
+    overwrites a decision when the step is decided again."""
+
+    def history(self, run_id: str) -> History:
+        full = super().history(run_id)
+        acted = {seq for seq, call in full.calls.items() if call.confirmed}
+        return History(
+            decisions={s: d for s, d in full.decisions.items() if s in acted},
+            calls={s: c for s, c in full.calls.items() if s in acted},
+        )
+
+    def record_decision(self, lease: Lease, seq: int, tool: str, args: dict[str, Any]) -> Decision:
+        row = fenced(
+            self, "overwrite_decision", lease, f"decision seq={seq}", seq=seq, tool=tool,
+            args=Jsonb(args),
+        )  # fmt: skip
+        return Decision(
+            seq=seq,
+            tool=tool,
+            args=args,
+            llm_call=row["llm_call"],
+            generation=lease.generation,
+            decided_at=row["decided_at"],
+        )
+
+    def record_intent(self, lease: Lease, seq: int) -> ToolCall:
+        key = idempotency_key(lease.run_id, seq)
+        row = fenced(self, "overwrite_intent", lease, f"intent seq={seq}", seq=seq, key=key)
+        return _intent(lease, seq, key, row["intent_at"])
+
+
+class UnfencedJournal(Journal):
+    """no_fencing: every fenced write runs its ``unfenced_*`` twin, which checks the run
+    but not the owner and the generation."""
+
+    def _fenced(self, name: str, lease: Lease, what: str, **params: Any) -> dict[str, Any]:
+        try:
+            sqlfile.query(f"unfenced_{name}")
+        except KeyError:
+            return super()._fenced(name, lease, what, **params)
+        return fenced(self, f"unfenced_{name}", lease, what, **params)
+
+
+class CarelessRenewalJournal(Journal):
+    """renew_any_owner: the heartbeat's renewal finds the run by id and status only, so a
+    worker that lost the run keeps its new owner's lease alive."""
+
+    def renew(self, lease: Lease, seconds: float) -> datetime:
+        row = fenced(self, "unfenced_renew_lease", lease, "lease renewal", seconds=seconds)
+        expires: datetime = row["lease_expires_at"]
+        return expires
+
+
+class BlindJournal(Journal):
+    """unchecked_model_call: "do I still own the run?" always says yes, so a worker that
+    lost its run asks the model anyway (every write stays fenced)."""
+
+    def check_owner(self, lease: Lease, what: str) -> None:
+        return None
+
+
+class FlippedClaimJournal(Journal):
+    """claim_run_flipped: the claim's lease comparison points the wrong way: it takes over
+    a live lease without proof and refuses an expired one."""
+
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        lease: float,
+        *,
+        dead_owner: str | None = None,
+        dead_generation: int | None = None,
+    ) -> Lease | None:
+        params = {
+            "run": run_id,
+            "owner": owner,
+            "lease": lease,
+            "dead_owner": dead_owner,
+            "dead_generation": dead_generation,
+        }
+        row = sqlfile.one(self.conn, "flipped_claim_run", params)
+        return (
+            None if row is None else Lease(run_id=run_id, owner=owner, generation=row["generation"])
+        )
+
+
+class RelaxedIntentJournal(Journal):
+    """async_intent: the intent commits with ``synchronous_commit = off`` like the confirm,
+    so a database crash may lose an intent whose request already went out."""
+
+    def record_intent(self, lease: Lease, seq: int) -> ToolCall:
+        key = idempotency_key(lease.run_id, seq)
+        row = fenced(self, "relaxed_record_intent", lease, f"intent seq={seq}", seq=seq, key=key)
+        return _intent(lease, seq, key, row["intent_at"])
+
+
+class UnfencedReleaseJournal(Journal):
+    """release_unfenced: a clean stop frees the run without checking who holds it now, so
+    a zombie's stop hands its successor's live run back."""
+
+    def release(self, lease: Lease, reason: str, delay: float = 0.0) -> bool:
+        params = {
+            "run": lease.run_id,
+            "owner": lease.owner,
+            "generation": lease.generation,
+            "reason": reason,
+            "delay": delay,
+        }
+        return sqlfile.one(self.conn, "unfenced_release_run", params) is not None
+
+
+class JoinedHistoryJournal(Journal):
+    """history_join_any_run: the restart reads decisions and calls in one join that matches
+    the calls by step number only, so it picks up other runs' calls of the same step."""
+
+    CALL_FIELDS: Final = ("idem_key", "state", "result", "remote_status", "confirm_generation")
+
+    def history(self, run_id: str) -> History:
+        decisions: dict[int, Decision] = {}
+        calls: dict[int, ToolCall] = {}
+        for row in sqlfile.rows(self.conn, "joined_history", {"run": run_id}):
+            seq = row["seq"]
+            decisions[seq] = Decision.from_row(row)
+            if row["idem_key"] is not None:
+                calls[seq] = ToolCall(
+                    seq=seq,
+                    **{k: row[k] for k in self.CALL_FIELDS},
+                    generation=row["call_generation"],
+                    intent_at=row["intent_at"],
+                    confirmed_at=row["confirmed_at"],
+                )
+        return History(decisions=decisions, calls=calls)
+
+
+def _intent(lease: Lease, seq: int, key: str, at: datetime) -> ToolCall:
+    return ToolCall(
+        seq=seq,
+        idem_key=key,
+        state="intent",
+        result=None,
+        remote_status=None,
+        generation=lease.generation,
+        confirm_generation=None,
+        intent_at=at,
+        confirmed_at=None,
+    )
