@@ -126,6 +126,7 @@ def test_an_unreachable_database_is_one_clear_line_and_writes_nothing(
     assert result.code == EXIT_RETRY_LATER
     errors = [ln for ln in result.out.splitlines() if ln.startswith("ERROR")]
     assert len(errors) == 1 and "cannot reach the database at 127.0.0.1:1/crashresume" in errors[0]
+    assert "Connection refused" in errors[0]  # the cause, not only psycopg's hint line
     assert "Traceback" not in result.out
     assert mock_servers.calls("t-nodb") == 0
 
