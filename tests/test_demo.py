@@ -61,6 +61,33 @@ def test_the_demo_crashes_twice_resumes_twice_and_leaves_no_mock_running(
     assert len(mock_pids) == 2
     assert not [pid for pid in mock_pids if _alive(pid)]
 
+    shown = result.stdout
+    call_run, decide_run = (
+        _run_id_of(shown, f"$ CRASH_AT={point} CRASH_SEQ=0 RUN_ID=")
+        for point in ("after_call", "after_decide")
+    )
+    # after_call: the server exists in the cloud before the restart re-sends the call.
+    exists = f"before the restart the cloud holds 1 server for run {call_run}"
+    assert exists in shown
+    assert shown.index(exists) < shown.index(f"$ RUN_ID={call_run} python -m agent_runtime")
+    # It ends with the operator commands for its own runs, and they work as printed.
+    assert shown.rstrip().splitlines()[-3:] == [
+        "  python -m agent_runtime runs",
+        f"  python -m agent_runtime show {call_run}",
+        f"  python -m agent_runtime show {decide_run}",
+    ]
+    listed = _cli("runs", env=env, timeout=60)
+    assert listed.returncode == 0 and call_run in listed.stdout and decide_run in listed.stdout
+    for run_id in (call_run, decide_run):
+        one = _cli("show", run_id, env=env, timeout=60)
+        assert one.returncode == 0 and one.stdout.startswith(f"run {run_id}  done"), one.stdout
+
+
+def _run_id_of(out: str, prefix: str) -> str:
+    match = re.search(re.escape(prefix) + r"(\S+) python -m agent_runtime", out)
+    assert match is not None, out
+    return match[1]
+
 
 def test_the_cli_starts_its_own_cluster_from_an_empty_home_and_stops_it(
     home: Path, mock_servers: Any
