@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -42,52 +41,45 @@ def _alive(pid: int) -> bool:
 
 
 class MocksProcess:
-    """``python -m mock_remotes`` in the foreground, its output read as it comes."""
+    """``python -m mock_remotes`` in the foreground, its output going to a file."""
 
     def __init__(self, data_dir: Path) -> None:
         self.ports = {"cloud": _free_port(), "model": _free_port()}
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mock_remotes",
-                str(data_dir),
-                "--cloud-port",
-                str(self.ports["cloud"]),
-                "--model-port",
-                str(self.ports["model"]),
-            ],
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.out = data_dir.with_name("mock-remotes.out")
+        with self.out.open("w") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "mock_remotes",
+                    str(data_dir),
+                    "--cloud-port",
+                    str(self.ports["cloud"]),
+                    "--model-port",
+                    str(self.ports["model"]),
+                ],
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+    @property
+    def text(self) -> str:
+        return self.out.read_text()
 
     @property
     def children(self) -> dict[str, int]:
-        found = [m for m in map(STARTING.search, list(self.lines)) if m]
-        return {m[1]: int(m[2]) for m in found}
+        return {m[1]: int(m[2]) for m in STARTING.finditer(self.text)}
 
     def ready(self) -> bool:
-        return any(line.startswith("model http://") for line in self.lines)
+        return "\nmodel http://" in self.text
 
     def kill_everything(self) -> None:
         for pid in [*self.children.values(), self.proc.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
-        self._reader.join(timeout=5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -104,7 +96,7 @@ def test_a_signal_to_the_foreground_mocks_stops_both_servers_and_frees_their_por
         mocks.proc.send_signal(sig)  # to the parent only, as a service manager does
         code = mocks.proc.wait(timeout=30)
 
-        assert code == 0, "\n".join(mocks.lines)
+        assert code == 0, mocks.text
         for name, pid in children.items():
             assert not _alive(pid), f"the {name} mock (pid {pid}) outlived its parent"
         for name, port in mocks.ports.items():
