@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mock_remotes.cli import build_parser
+
 from .fix_supervisor import wait_for
 
 STARTING = re.compile(r"mock (cloud|model) starting pid=(\d+) port=(\d+)")
@@ -106,8 +108,6 @@ def test_a_signal_to_the_foreground_mocks_stops_both_servers_and_frees_their_por
 
 
 def test_the_help_explains_every_option_and_shows_an_example() -> None:
-    from mock_remotes.serve import build_parser
-
     done = subprocess.run(
         [sys.executable, "-m", "mock_remotes", "--help"],
         capture_output=True,
