@@ -4,8 +4,8 @@
 
 1. ``$DATABASE_URL`` (the CI workflow's ``services: postgres``);
 2. a testcontainers ``PostgresContainer`` when a Docker daemon answers a ping (a missing daemon
-   costs microseconds; a container that will not start falls back to step 3 with a log line;
-   ``CRASHRESUME_NO_DOCKER=1`` skips this step);
+   costs microseconds; testcontainers not installed, or a container that will not start, falls
+   back to step 3 with one log line; ``CRASHRESUME_NO_DOCKER=1`` skips this step);
 3. a throwaway ``LocalCluster`` in ``/tmp/crashresume-pg-*``, removed at session end. Session
    fixtures are per process, so each pytest-xdist worker gets its own.
 
@@ -21,6 +21,7 @@ import logging
 import os
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,12 +46,22 @@ class DbSource:
 
 
 def _start_container() -> tuple[Any, str] | None:
+    """A started container and its URL, or None (logged once) to use the local cluster."""
     with warnings.catch_warnings():  # third-party import-time deprecations are not ours
         warnings.simplefilter("ignore")
         try:
-            from testcontainers.community.postgres import PostgresContainer
-        except ImportError:
-            from testcontainers.postgres import PostgresContainer
+            try:
+                from testcontainers.community.postgres import PostgresContainer
+            except ImportError:
+                from testcontainers.postgres import PostgresContainer
+        except ImportError as exc:
+            log.warning(
+                "db-container-skipped reason=testcontainers-not-installed error=%r "
+                "fallback=local-cluster hint=%r",
+                str(exc),
+                "pip install -e '.[test]' installs it",
+            )
+            return None
     container = PostgresContainer(CONTAINER_IMAGE, dbname=CONTAINER_DB, driver=None)
     try:
         with warnings.catch_warnings():
@@ -67,8 +78,9 @@ def _start_container() -> tuple[Any, str] | None:
     return container, url
 
 
-@pytest.fixture(scope="session")
-def db_source() -> Iterator[DbSource]:
+@contextmanager
+def session_source() -> Iterator[DbSource]:
+    """Pick and start this session's database (see the module docstring); clean up after."""
     configured = os.environ.get(DATABASE_URL_ENV)
     if configured:
         yield DbSource(kind=DATABASE_URL_ENV, url=configured)
@@ -94,6 +106,12 @@ def db_source() -> Iterator[DbSource]:
         yield DbSource(kind="local", url=url, cluster=cluster)
     finally:
         cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def db_source() -> Iterator[DbSource]:
+    with session_source() as source:
+        yield source
 
 
 @pytest.fixture(scope="session")

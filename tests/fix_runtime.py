@@ -55,8 +55,8 @@ class Agent:
             CLOUD_URL=self.cloud_url,
             MODEL_URL=self.model_url,
             RUN_ID=run_id,
-            **extra,
         )
+        env.update(extra)  # a test may override any of the above, e.g. a broken CLOUD_URL
         return env
 
     def run(self, run_id: str, *args: str, **extra: str) -> AgentResult:

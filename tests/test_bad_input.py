@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import httpx
+import pytest
 
 from agent_runtime.crash import CRASH_POINTS
 from agent_runtime.errors import EXIT_FAILED, EXIT_RETRY_LATER, EXIT_USAGE
+from agent_runtime.journal import Journal
 
 from .fix_runtime import Agent, cloud_key, journal_rows
+from .fix_supervisor import SupervisorProcess
 
 
 def _finishes_cleanly_afterwards(agent: Agent, mock_servers: Any, run_id: str) -> None:
@@ -122,6 +126,7 @@ def test_an_unreachable_database_is_one_clear_line_and_writes_nothing(
     assert result.code == EXIT_RETRY_LATER
     errors = [ln for ln in result.out.splitlines() if ln.startswith("ERROR")]
     assert len(errors) == 1 and "cannot reach the database at 127.0.0.1:1/crashresume" in errors[0]
+    assert "Connection refused" in errors[0]  # the cause, not only psycopg's hint line
     assert "Traceback" not in result.out
     assert mock_servers.calls("t-nodb") == 0
 
@@ -147,3 +152,57 @@ def test_a_cloud_4xx_fails_the_run_with_the_reason_and_keeps_the_journal(
     assert [c["state"] for c in rows["calls"]] == ["intent"]  # kept, for the operator to see
     again = agent.run("t-409")
     assert again.code != 0 and "failed" in again.out
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("CLOUD_URL", "::::"),
+        ("MODEL_URL", "::::"),
+        ("CLOUD_URL", "not-a-url"),
+        ("MODEL_URL", "not-a-url"),
+        ("CLOUD_URL", "127.0.0.1:8001"),
+        ("MODEL_URL", "http://"),
+    ],
+)
+def test_a_remote_url_that_does_not_parse_is_refused_before_anything_runs(
+    variable: str, value: str, agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    result = agent.run("t-bad-url", **{variable: value})
+    assert result.code == EXIT_USAGE, result.out
+    assert result.out.strip().splitlines() == [_one_error(result.out)]
+    assert variable in result.out and value in result.out
+    assert "Traceback" not in result.out
+    assert conn.execute("SELECT count(*) AS n FROM runs").fetchone()["n"] == 0
+    assert mock_servers.calls("t-bad-url") == 0
+    assert mock_servers.resources("t-bad-url")["total"] == 0
+
+
+@pytest.mark.parametrize(("variable", "value"), [("CLOUD_URL", "::::"), ("MODEL_URL", "not-a-url")])
+def test_the_supervisor_refuses_a_remote_url_that_does_not_parse_and_claims_nothing(
+    variable: str, value: str, agent: Agent, conn: Any, mock_servers: Any
+) -> None:
+    Journal(conn).create_run("t-sup-bad-url")
+    sup = SupervisorProcess({**agent.env("unused"), variable: value}, "--poll", "0.1", "--once")
+    try:
+        code = sup.wait()
+    finally:
+        if sup.proc.poll() is None:
+            sup.stop(signal.SIGKILL)
+    assert code == EXIT_USAGE, sup.text
+    error = _one_error(sup.text)
+    assert variable in error and value in error
+    assert "Traceback" not in sup.text
+    run = conn.execute(
+        "SELECT status, generation, attempts, owner FROM runs WHERE id = 't-sup-bad-url'"
+    ).fetchone()
+    assert run == {"status": "pending", "generation": 0, "attempts": 0, "owner": None}
+    claims = conn.execute("SELECT count(*) AS n FROM run_claims WHERE run_id = 't-sup-bad-url'")
+    assert claims.fetchone()["n"] == 0
+    assert mock_servers.calls("t-sup-bad-url") == 0
+
+
+def _one_error(out: str) -> str:
+    errors = [ln for ln in out.splitlines() if ln.startswith("ERROR")]
+    assert len(errors) == 1, out
+    return errors[0]

@@ -52,3 +52,43 @@ def test_a_crash_plan_fires_only_at_its_point_and_step() -> None:
         for point in CRASH_POINTS:
             plan.reached(point, seq)
     assert fired == [("after_call", 1)]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "::::",
+        "not-a-url",
+        "127.0.0.1:8001",  # no scheme at all
+        "localhost:8001",  # parses with the scheme 'localhost'
+        "ftp://127.0.0.1:8001",
+        "http://",
+        "http://:8001",
+        "https:///v1",
+        "http://[::1",
+        "http://127.0.0.1:99999",
+        "http://exa mple.com",
+        "http://127.0.0.1:8001\n",
+    ],
+)
+@pytest.mark.parametrize(
+    ("field", "variable"), [("cloud_url", "CLOUD_URL"), ("model_url", "MODEL_URL")]
+)
+def test_a_remote_url_that_is_not_an_http_url_with_a_host_is_refused(
+    field: str, variable: str, url: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings(**{field: url})  # type: ignore[arg-type]
+    message = str(info.value)
+    assert variable in message and repr(url) in message
+    assert "\n" not in message
+    with pytest.raises(ConfigError, match=variable):
+        from_env({variable: url})
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8001", "https://cloud.example/api", "http://[::1]:8002/", "http://h"]
+)
+def test_http_and_https_urls_with_a_host_are_accepted(url: str) -> None:
+    settings = from_env({"CLOUD_URL": url, "MODEL_URL": url})
+    assert (settings.cloud_url, settings.model_url) == (url, url)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from agent_runtime.lease import owner_is_dead, owner_token
 
 
@@ -19,12 +21,15 @@ def test_a_live_process_is_not_dead() -> None:
             proc.kill()
 
 
-def test_an_exited_and_reaped_process_is_dead() -> None:
-    proc = subprocess.run([sys.executable, "-c", "pass"], check=True)
-    assert proc.returncode == 0
+def _reaped_pid() -> int:
+    """The pid of a process that exited and was reaped: certainly dead on this host."""
     with subprocess.Popen([sys.executable, "-c", "pass"]) as child:
         child.wait()
-        assert owner_is_dead(owner_token(child.pid))
+    return child.pid
+
+
+def test_an_exited_and_reaped_process_is_dead() -> None:
+    assert owner_is_dead(owner_token(_reaped_pid()))
 
 
 def test_a_killed_process_nobody_reaped_yet_is_dead() -> None:
@@ -41,7 +46,16 @@ def test_a_killed_process_nobody_reaped_yet_is_dead() -> None:
 
 
 def test_an_owner_on_another_host_is_never_presumed_dead() -> None:
-    assert not owner_is_dead("some-other-host:1:abcd1234")
-    assert not owner_is_dead(f"{socket.gethostname()}:notapid:abcd1234")
-    assert not owner_is_dead(None)
-    assert not owner_is_dead("supervisor-token-without-pid")
+    pid = _reaped_pid()
+    assert owner_is_dead(f"{socket.gethostname()}:{pid}:abcd1234")  # dead here...
+    # ...but the same pid on another host says nothing about that host's process.
+    assert not owner_is_dead(f"some-other-host:{pid}:abcd1234")
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [None, "", socket.gethostname(), f"{socket.gethostname()}:notapid:abcd1234"],
+    ids=["none", "empty", "no-pid", "pid-not-a-number"],
+)
+def test_an_owner_token_that_names_no_pid_is_never_presumed_dead(owner: str | None) -> None:
+    assert not owner_is_dead(owner)

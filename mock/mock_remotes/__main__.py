@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from mock_remotes.serve import main
+from mock_remotes.cli import main
 
 raise SystemExit(main())

@@ -10,12 +10,11 @@ Each mock runs as `python -m uvicorn mock_remotes.<cloud|model>:app` on a free
 whatever it started is killed before the error is raised. `stop()` (or leaving
 the `with` block, or interpreter exit) terminates both, then kills stragglers.
 
-`python -m mock_remotes [DATA_DIR]` runs both in the foreground (see `main`).
+`python -m mock_remotes [DATA_DIR]` runs both in the foreground (`mock_remotes.cli`).
 """
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import logging
 import os
@@ -286,31 +285,3 @@ def start_mocks(
     atexit.register(servers.stop)
     logger.info("mocks ready cloud=%s model=%s data=%s", cloud.url, model.url, directory)
     return servers
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run both mocks in the foreground until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m mock_remotes", description=__doc__)
-    parser.add_argument("data_dir", nargs="?", default=".crashresume/mocks")
-    parser.add_argument("--cloud-port", type=int, default=8001)
-    parser.add_argument("--model-port", type=int, default=8002)
-    parser.add_argument("--cloud-latency", type=float, default=0.0, help="seconds")
-    parser.add_argument("--model-latency", type=float, default=0.0, help="seconds")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    with start_mocks(
-        args.data_dir,
-        cloud_port=args.cloud_port,
-        model_port=args.model_port,
-        cloud_latency=args.cloud_latency,
-        model_latency=args.model_latency,
-        log_level="info",
-    ) as mocks:
-        print(f"cloud {mocks.cloud_url}\nmodel {mocks.model_url}\n(Ctrl-C stops both)")
-        try:
-            while mocks.cloud.process.poll() is None and mocks.model.process.poll() is None:
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
-    return 0

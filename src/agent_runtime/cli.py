@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -55,12 +56,24 @@ def cmd_db(args: argparse.Namespace) -> int:
     from . import dbsource
 
     home = dbsource.default_home()
+    configured = os.environ.get(dbsource.DATABASE_URL_ENV)
+    external = f"DATABASE_URL is set ({dbsource.describe_url(configured or '')})"
     if args.action == "start" or args.action == "url":
-        url = dbsource.cli_database_url(home)
-        print(url)
+        if configured:  # stdout stays the URL in use, for $(python -m agent_runtime db url)
+            print(
+                f"{external}: no local cluster is started; the CLI uses that database.",
+                file=sys.stderr,
+            )
+        print(dbsource.cli_database_url(home))
     elif args.action == "stop":
-        dbsource.stop_cli_cluster(home)
-        print(f"stopped the local cluster under {home}")
+        cluster = dbsource.cli_cluster(home)
+        port = cluster.port if cluster.datadir.exists() else None
+        if dbsource.stop_cli_cluster(home):
+            print(f"stopped the local cluster in {cluster.datadir} (port {port})")
+        else:
+            print(f"no local cluster was running in {cluster.datadir}")
+        if configured:
+            print(f"{external}: that database is not the CLI's to stop, and was not touched.")
     else:
         print(json.dumps(dbsource.cli_cluster_status(home), indent=2, default=str))
     return 0

@@ -10,6 +10,9 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
+
+import httpx
 
 from .crash import CrashPlan
 from .errors import ConfigError
@@ -25,6 +28,9 @@ MAX_ATTEMPTS = 5  # claims without progress before the supervisor gives up on a 
 MAX_WORKERS = 4  # worker processes one supervisor runs at once
 CLOUD_URL = "http://127.0.0.1:8001"
 MODEL_URL = "http://127.0.0.1:8002"
+URL_SCHEMES = ("http", "https")
+# Each URL setting's environment variable and default, so a refusal names what to fix.
+URL_SETTINGS = {"cloud_url": ("CLOUD_URL", CLOUD_URL), "model_url": ("MODEL_URL", MODEL_URL)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +50,8 @@ class Settings:
     crash: CrashPlan = field(default_factory=CrashPlan)
 
     def __post_init__(self) -> None:
+        for name in URL_SETTINGS:
+            _check_url(name, getattr(self, name))
         for name in ("lease", "heartbeat", "poll", "model_timeout", "tool_timeout"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
@@ -64,6 +72,38 @@ class Settings:
 
     def with_changes(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _check_url(name: str, value: object) -> None:
+    """Refuse a remote URL the HTTP client could not use, naming the variable and the value.
+
+    Checked when the settings are made, so a typo never reaches a run: an unparseable URL
+    would be an ``httpx.InvalidURL`` traceback, one without a scheme or a host an outage
+    that never ends.
+    """
+    problem = _url_problem(value) if isinstance(value, str) else "not a string"
+    if problem is not None:
+        variable, example = URL_SETTINGS[name]
+        raise ConfigError(
+            f"{variable} ({name}) must be an http:// or https:// URL with a host, such as "
+            f"{example}; got {value!r} ({problem})"
+        )
+
+
+def _url_problem(value: str) -> str | None:
+    """What is wrong with ``value`` as a remote's base URL, or None."""
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        return "whitespace or a control character"
+    try:
+        parsed = httpx.URL(value)
+        urlsplit(value).port  # noqa: B018 -- raises for a port above 65535, which httpx allows
+    except (httpx.InvalidURL, ValueError) as exc:
+        return f"does not parse: {exc}"
+    if parsed.scheme not in URL_SCHEMES:
+        return f"scheme {parsed.scheme!r}" if parsed.scheme else "no scheme"
+    if not parsed.host:
+        return "no host"
+    return None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:

@@ -46,7 +46,10 @@ def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
             application_name=application_name,
         )
     except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        # psycopg puts the cause first ("... failed: Connection refused") and a hint on the
+        # next line ("Is the server running ..."): keep both, on one line.
+        reason = "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+        reason = reason or type(exc).__name__
         raise DatabaseError(f"cannot reach the database at {describe(url)}: {reason}") from exc
     except psycopg.ProgrammingError as exc:
         raise DatabaseError(f"invalid database URL: {exc}") from exc

@@ -3,9 +3,11 @@
 It starts (or reuses) the local PostgreSQL and both mocks, then for each of
 ``after_call`` and ``after_decide`` runs an agent process that dies with
 ``os._exit(1)`` at step 0, restarts it on the same run, and checks what the seed
-promises: the re-sent call answers ``already_done`` and no second server exists;
-the replayed decision keeps its name and ``llm_calls`` does not move. The mocks
-are stopped at the end; only the documented persistent database stays up.
+promises: the server exists in the cloud before the restart, the re-sent call
+answers ``already_done`` and no second server exists; the replayed decision keeps
+its name and ``llm_calls`` does not move. The mocks are stopped at the end; only
+the documented persistent database stays up, and the demo names the ``runs`` and
+``show`` commands that read its runs back from it.
 """
 
 from __future__ import annotations
@@ -68,15 +70,23 @@ def _find(lines: list[str], *needles: str) -> str | None:
     return next((ln for ln in lines if all(n in ln for n in needles)), None)
 
 
-def _scenario(point: str, env: dict[str, str], cloud_url: str, model_url: str) -> list[str]:
+def _scenario(
+    point: str, run_id: str, env: dict[str, str], cloud_url: str, model_url: str
+) -> list[str]:
     """Run one crash and restart; return what did not hold (empty: all held)."""
-    run_id = f"demo-{point.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
     problems: list[str] = []
     first = _agent(run_id, env, point)
     if first.code != 1 or not _find(first.lines, f"CRASH_AT={point}"):
         problems.append(f"{point}: the first process did not die at {point} (exit {first.code})")
     servers_after_crash = _resources(cloud_url, run_id)["counts"]["servers"]
     calls_after_crash = _model_calls(model_url, run_id)
+    if point == "after_call":  # the journal has no confirm for step 0; the cloud has the server
+        servers = f"{servers_after_crash} server" + ("" if servers_after_crash == 1 else "s")
+        print(
+            f"  before the restart the cloud holds {servers} for run {run_id}: it acted, "
+            "and the crash lost only its answer",
+            flush=True,
+        )
     second = _agent(run_id, env, None)
     after = _resources(cloud_url, run_id)
     if second.code != 0 or not _find(second.lines, "done", "steps=3"):
@@ -120,8 +130,9 @@ def run_demo() -> int:
             "MODEL_URL": mocks.model_url,
         }
         problems: list[str] = []
-        for point in SCENARIOS:
-            problems += _scenario(point, env, mocks.cloud_url, mocks.model_url)
+        run_ids = [f"demo-{point.replace('_', '-')}-{uuid.uuid4().hex[:6]}" for point in SCENARIOS]
+        for point, run_id in zip(SCENARIOS, run_ids, strict=True):
+            problems += _scenario(point, run_id, env, mocks.cloud_url, mocks.model_url)
     finally:
         mocks.stop()
     if problems:
@@ -135,4 +146,13 @@ def run_demo() -> int:
     print("  after_decide: step 0 was replayed from the journal as srv-1; the model was asked")
     print("                4 times for the whole run, as without a crash")
     print(f"  all promises held in {time.monotonic() - started:.1f}s")
+    _print_next_steps(run_ids)
     return 0
+
+
+def _print_next_steps(run_ids: list[str]) -> None:
+    """The operator commands that show what the demo's runs left in the journal."""
+    print("\nthe runs stay in the journal; look at them with")
+    print("  python -m agent_runtime runs")
+    for run_id in run_ids:
+        print(f"  python -m agent_runtime show {run_id}")
