@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 
 from . import config, db, logfmt
+from .dbsource import database_url
 from .errors import EXIT_USAGE, AgentRuntimeError
 from .records import Lease
 from .worker import Worker
@@ -25,15 +26,6 @@ log = logging.getLogger("agent_runtime")
 
 def _new_run_id() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-
-
-def database_url(settings: config.Settings) -> str:
-    """DATABASE_URL if set, else the persistent local cluster (started if needed)."""
-    if settings.database_url:
-        return settings.database_url
-    from . import dbsource
-
-    return dbsource.cli_database_url()
 
 
 def cmd_run(args: argparse.Namespace) -> int:

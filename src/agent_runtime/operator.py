@@ -33,6 +33,7 @@ from datetime import datetime
 
 from . import config, db
 from .crash import NO_CRASH
+from .dbsource import database_url
 from .errors import ConfigError, RunUnavailable
 from .history import read_history
 from .operator_text import format_cancellation, format_history, format_resolution, format_runs
@@ -168,14 +169,8 @@ def _print_json(data: object) -> None:
     _emit(json.dumps(data, indent=2, default=str))
 
 
-def _url(settings: config.Settings) -> str:
-    from .cli import database_url  # the CLI's own order: DATABASE_URL, else the local cluster
-
-    return database_url(settings)
-
-
 def _reading(settings: config.Settings) -> db.Connection:
-    conn = db.connect(_url(settings), application_name=APPLICATION)
+    conn = db.connect(database_url(settings), application_name=APPLICATION)
     try:
         db.require_schema(conn)
     except BaseException:
@@ -232,7 +227,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_resolve(args: argparse.Namespace) -> int:
     settings = config.from_env()
-    resolution = resolve_run(settings, _url(settings), args.run_id, takeover=args.takeover)
+    resolution = resolve_run(settings, database_url(settings), args.run_id, takeover=args.takeover)
     if args.json:
         _print_json(resolution.to_json())
     else:

@@ -25,6 +25,7 @@ from types import FrameType
 
 from . import config, db, logfmt
 from .clients import tls_context
+from .dbsource import database_url
 from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError, DatabaseError
 from .journal import Journal
 from .lease import owner_token
@@ -317,8 +318,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .cli import database_url
-
     logfmt.install()
     args = build_parser().parse_args(argv)
     try:
