@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     dbp.set_defaults(func=cmd_db)
     schema = sub.add_parser("schema", help="apply schema.sql to the database (idempotent)")
     schema.set_defaults(func=cmd_schema)
-    from .operator import register_operator_commands  # runs, show, resolve, cancel
+    from .operator.commands import register_operator_commands  # runs, show, resolve, cancel
 
     register_operator_commands(sub)
     return parser

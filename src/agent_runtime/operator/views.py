@@ -2,7 +2,7 @@
 
 - :class:`RunSummary` / :class:`RunList`: one line of ``runs`` each, and the listing;
 - :class:`Claim`, :class:`Step`, :class:`Event`, :class:`RunHistory`: one run's history,
-  built by :func:`agent_runtime.history.read_history`;
+  read by :func:`agent_runtime.operator.snapshot.read_history`;
 - :class:`Cancellation`, :class:`Resolution`: what ``cancel`` and ``resolve`` did.
 
 Times print in local time to the millisecond (``12:00:03.412``), compared with the
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .lease import owner_is_dead
-from .records import Run
-from .tools import DONE
+from ..lease import owner_is_dead
+from ..records import Run
+from ..tools import DONE
 
 
 def clock_text(at: datetime, now: datetime | None = None) -> str:
@@ -284,6 +284,13 @@ class RunList:
     runs: list[RunSummary]
     total: int  # matching runs before the limit
     now: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "now": _iso(self.now),
+            "total": self.total,
+            "runs": [r.to_json() for r in self.runs],
+        }
 
 
 @dataclass(frozen=True, kw_only=True)

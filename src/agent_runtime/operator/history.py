@@ -1,10 +1,9 @@
 """One run's history as an operator reads it: claims, steps, events, and what is in doubt.
 
-Everything comes from one consistent snapshot of the journal (``runs``,
-``decisions``, ``tool_calls``, ``run_claims``, read in a single REPEATABLE READ
-transaction) and is judged against the database clock ``cr_now()`` of that
-snapshot, the same clock the leases use. What the journal proves and what it
-only suggests are kept apart:
+:func:`assemble` judges what :func:`agent_runtime.operator.snapshot.read_history`
+read from one consistent snapshot of the journal, against the database clock
+``cr_now()`` of that snapshot, the same clock the leases use. What the journal
+proves and what it only suggests are kept apart:
 
 - a step is *in doubt* when its intent has no confirm: the request may or may
   not have reached the remote, and only a re-send under the same key can tell;
@@ -21,14 +20,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-import psycopg
-
-from . import db
-from .errors import RunNotFound
-from .lease import owner_is_dead
-from .records import Decision, Run, ToolCall
-from .runview import Claim, Event, RunHistory, Step, clock_text, owner_pid, relative
-from .tools import DONE
+from ..records import Decision, Run, ToolCall
+from ..tools import DONE
+from .views import Claim, Event, RunHistory, Step, clock_text, owner_pid, relative
 
 # Order of events that share a timestamp (they never should; cr_now() is clock_timestamp()).
 _RANK = {
@@ -44,26 +38,6 @@ _RANK = {
     "failed": 6,
     "cancelled": 6,
 }
-
-
-def read_history(conn: db.Connection, run_id: str) -> RunHistory:
-    """Read one run from a single snapshot and judge it; RunNotFound if there is none."""
-    previous = conn.isolation_level
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    try:
-        with conn.transaction():
-            row = db.one(conn, "get_run", {"run": run_id})
-            if row is None:
-                raise RunNotFound(f"no run with id {run_id!r}")
-            run = Run.from_row(row)
-            params = {"run": run_id}
-            decisions = [Decision.from_row(r) for r in db.run(conn, "load_decisions", params)]
-            calls = [ToolCall.from_row(r) for r in db.run(conn, "load_tool_calls", params)]
-            claims = [Claim.from_row(r) for r in db.run(conn, "operator_load_claims", params)]
-    finally:
-        conn.isolation_level = previous
-    gone = run.status == "running" and run.lease_live and owner_is_dead(run.owner)
-    return assemble(run, decisions, calls, claims, owner_gone=gone)
 
 
 def assemble(
