@@ -53,11 +53,7 @@ def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
 
 
 def has_schema(conn: Connection) -> bool:
-    row = conn.execute(
-        "SELECT to_regclass('run_claims') IS NOT NULL AND to_regprocedure('cr_now()') IS NOT NULL"
-        " AS ok",
-        prepare=False,
-    ).fetchone()
+    row = one(conn, "schema_present", prepare=False)
     return bool(row and row["ok"])
 
 
@@ -70,7 +66,7 @@ def ensure_schema(conn: Connection) -> None:
 def apply_schema(conn: Connection) -> None:
     """Run schema.sql under an advisory lock: concurrent appliers take turns."""
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,), prepare=False)
+        run(conn, "schema_lock", {"key": SCHEMA_LOCK}, prepare=False)
         conn.execute(schema_text(), prepare=False)
     log.info("schema-applied db=%s", describe_conn(conn))
 
@@ -88,17 +84,32 @@ def describe_conn(conn: Connection) -> str:
     return f"{info.host}:{info.port}/{info.dbname}"
 
 
-def run(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-    """Execute a named query and return its rows (empty for statements without any)."""
+def run(
+    conn: Connection,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+) -> list[Row]:
+    """Execute a named query and return its rows (empty for statements without any).
+
+    ``prepare=False`` for a statement run once per connection (no server-side plan kept).
+    """
     try:
-        cur = conn.execute(query(name), params or {})
+        cur = conn.execute(query(name), params or {}, prepare=prepare)
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database connection failed during {name}: {exc}") from exc
     return cur.fetchall() if cur.description is not None else []
 
 
-def one(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-    rows = run(conn, name, params)
+def one(
+    conn: Connection,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+) -> Row | None:
+    rows = run(conn, name, params, prepare=prepare)
     return rows[0] if rows else None
 
 
