@@ -52,13 +52,20 @@ def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
     return conn
 
 
-def has_schema(conn: Connection) -> bool:
+def _schema_state(conn: Connection) -> tuple[bool, bool]:
+    """(present, up to date): the tables exist; and so does the newest part of schema.sql."""
     row = one(conn, "schema_present", prepare=False)
-    return bool(row and row["ok"])
+    return (bool(row and row["present"]), bool(row and row["up_to_date"]))
+
+
+def has_schema(conn: Connection) -> bool:
+    """The whole of this version's schema is there (an older one counts as missing)."""
+    return all(_schema_state(conn))
 
 
 def ensure_schema(conn: Connection) -> None:
-    """Create the tables unless they are there; safe to call from many processes at once."""
+    """Create the tables, or bring an older schema up to date, unless it is current; safe
+    to call from many processes at once (schema.sql is idempotent)."""
     if not has_schema(conn):
         apply_schema(conn)
 
@@ -72,10 +79,18 @@ def apply_schema(conn: Connection) -> None:
 
 
 def require_schema(conn: Connection) -> None:
-    if not has_schema(conn):
+    """Refuse a database without this version's schema; never change it (operator reads)."""
+    present, up_to_date = _schema_state(conn)
+    if not present:
         raise DatabaseError(
             f"the database {describe_conn(conn)} has no crashresume schema; run any worker once "
             "(it applies schema.sql), or: psql <url> -f schema.sql"
+        )
+    if not up_to_date:
+        raise DatabaseError(
+            f"the database {describe_conn(conn)} has an older crashresume schema (run_claims "
+            "has no reason column); run any worker once (it upgrades it in place), or: "
+            "python -m agent_runtime schema"
         )
 
 

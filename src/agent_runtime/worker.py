@@ -164,13 +164,14 @@ class Worker:
                 raise RunUnavailable(
                     f"run {run_id} is {run.status}: {run.failure or 'no reason recorded'}"
                 )
-            if run.lease_live and (takeover or owner_is_dead(run.owner)):
+            dead = run.lease_live and owner_is_dead(run.owner)
+            if run.lease_live and (takeover or dead):
                 log.info(
                     "takeover run=%s previous_owner=%s previous_generation=%d reason=%s",
                     run_id,
                     run.owner,
                     run.generation,
-                    "requested" if takeover else "owner-process-gone",
+                    "owner-process-gone" if dead else "requested",
                 )
                 lease = self.journal.claim(
                     run_id,
@@ -178,6 +179,7 @@ class Worker:
                     self.settings.lease,
                     dead_owner=run.owner,
                     dead_generation=run.generation,
+                    forced=not dead,
                 )
             if lease is None:
                 raise RunUnavailable(

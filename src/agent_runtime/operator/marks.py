@@ -19,6 +19,7 @@ COLORS = {
     "already_done": "#0d9488",
     "crash": "#dc2626",
     "expired": "#dc2626",
+    "fenced": "#475569",
     "done": "#111827",
     "failed": "#dc2626",
     "cancelled": "#6b7280",
@@ -87,8 +88,8 @@ def mark(parent: ET.Element, kind: str, x: float, y: float, *, doubt: bool = Fal
             height=14,
             fill=COLORS[kind],
         )
-    elif kind in ("crash", "expired"):
-        dash = {"stroke_dasharray": "3 2"} if kind == "expired" else {}
+    elif kind in ("crash", "expired", "fenced"):
+        dash = {"stroke_dasharray": "3 2"} if kind != "crash" else {}
         for dx in (-1, 1):
             element(
                 parent,

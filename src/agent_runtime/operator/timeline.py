@@ -8,10 +8,10 @@ milliseconds or hours apart, and every mark carries its own time underneath.
 Marks: a triangle where a generation claimed the run (red when it took over a
 lease), a circle per decision, a diamond per intent (hollow with a ``?`` while it
 has no confirm), a square per confirm (teal when the remote answered
-``already_done``), a red cross where a worker died, a grey bar where one handed the
-run back. Dashed red curves join a dead worker to the claim that took its run over;
-dotted lines join an intent to the confirm another generation wrote for it under the
-same key.
+``already_done``), a red cross where a worker died (dashed grey where a forced
+takeover fenced it out), a grey bar where one handed the run back. Dashed red
+curves join a dead worker to the claim that took its run over; dotted lines join
+an intent to the confirm another generation wrote for it under the same key.
 
 :func:`render` draws, top to bottom: the header, the lanes, the links between
 lanes, the events, the verdicts, the legend. :class:`Layout` decides every size
@@ -240,11 +240,12 @@ def _links(svg: ET.Element, history: RunHistory, layout: Layout) -> None:
     links = element(svg, "g", class_="links")
     for i, event in enumerate(events):
         if event.kind == "takeover" and event.generation is not None:
-            dead = position.get(("crash", None, event.generation - 1))
-            if dead is not None and event.generation - 1 in layout.lanes:
+            before = event.generation - 1  # died, or was fenced out by a forced takeover
+            dead = position.get(("crash", None, before), position.get(("fenced", None, before)))
+            if dead is not None and before in layout.lanes:
                 curve(
                     links,
-                    layout.centre(dead, event.generation - 1),
+                    layout.centre(dead, before),
                     layout.centre(i, event.generation),
                     COLORS["takeover"],
                     "5 4",
@@ -364,12 +365,18 @@ def _lane_caption(history: RunHistory, generation: int | None) -> tuple[str, str
         return "operator", "", "outside any lease"
     owner = history.owners.get(generation, "")
     claim = next((c for c in history.claims if c.generation == generation), None)
-    how = {
-        "first": "first claim",
-        "free": "claimed a free run",
-        "expired": "took over: lease expired",
-        "live": "took over a live lease",
-    }.get(claim.kind if claim else "", "claim not recorded")
+    how = (
+        {
+            "first": "first claim",
+            "handed_back": "claimed a free run",
+            "expired": "took over: lease expired",
+            "owner_dead": "took over: owner dead",
+            "forced": "took over: forced",
+            None: "took over a live lease",  # an older claim, its reason not recorded
+        }.get(claim.why, "")
+        if claim
+        else "claim not recorded"
+    )
     run = history.run
     if generation == run.generation and run.status == "running" and run.owner is not None:
         if not run.lease_live:

@@ -50,13 +50,16 @@ def owner_pid(owner: str | None) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Claim:
-    """One row of ``run_claims``: who took the run at which generation, from whom."""
+    """One row of ``run_claims``: who took the run at which generation, from whom, and why."""
 
     generation: int
     owner: str
     previous_owner: str | None
     previous_expired_at: datetime | None
     claimed_at: datetime
+    # first, handed_back, expired, owner_dead or forced (schema.sql says what each means);
+    # None for a claim recorded before run_claims had the column.
+    reason: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Claim:
@@ -70,6 +73,14 @@ class Claim:
         if self.previous_expired_at is not None and self.previous_expired_at <= self.claimed_at:
             return "expired"
         return "live"
+
+    @property
+    def why(self) -> str | None:
+        """The recorded reason; for an older claim, what its columns prove (None: a live
+        lease was taken, and nothing says whether its owner was proved dead)."""
+        if self.reason is not None:
+            return self.reason
+        return {"first": "first", "free": "handed_back", "expired": "expired"}.get(self.kind)
 
     @property
     def takeover(self) -> bool:
@@ -150,7 +161,8 @@ class Event:
     """One mark on the timeline; ``generation`` None for the operator's own acts."""
 
     at: datetime
-    kind: str  # claim takeover decide intent confirm crash stopped expired done failed cancelled
+    kind: str  # claim takeover decide intent confirm crash fenced stopped expired done failed
+    # cancelled
     generation: int | None
     text: str  # one sentence
     seq: int | None = None
@@ -208,6 +220,7 @@ class RunHistory:
                     "generation": c.generation,
                     "owner": c.owner,
                     "kind": c.kind,
+                    "reason": c.reason,
                     "previous_owner": c.previous_owner,
                     "previous_expired_at": _iso(c.previous_expired_at),
                     "claimed_at": c.claimed_at.isoformat(),
