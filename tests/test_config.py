@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+import crashresume
 from agent_runtime.config import Settings, from_env
-from agent_runtime.crash import CRASH_POINTS, CrashPlan
+from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash, SimulatedCrash, raise_crash
 from agent_runtime.errors import ConfigError
 
 
@@ -52,3 +53,14 @@ def test_a_crash_plan_fires_only_at_its_point_and_step() -> None:
         for point in CRASH_POINTS:
             plan.reached(point, seq)
     assert fired == [("after_call", 1)]
+
+
+def test_the_runtimes_injected_crash_is_not_the_harness_simulated_crash() -> None:
+    assert issubclass(InjectedCrash, BaseException) and not issubclass(InjectedCrash, Exception)
+    assert InjectedCrash.__name__ != crashresume.SimulatedCrash.__name__
+    assert not issubclass(InjectedCrash, crashresume.SimulatedCrash)
+    assert SimulatedCrash is InjectedCrash  # the old name, kept for the property suite
+    plan = CrashPlan(point="after_call", seq=1, action=raise_crash)
+    plan.reached("after_call", 0)  # another step: nothing happens
+    with pytest.raises(InjectedCrash, match="injected crash at after_call seq=1"):
+        plan.reached("after_call", 1)

@@ -10,7 +10,7 @@ ARCHITECTURE.md for the tables, the crash points and how a stolen run settles.
 from __future__ import annotations
 
 from .config import Settings
-from .crash import CRASH_POINTS, CrashPlan, SimulatedCrash
+from .crash import CRASH_POINTS, CrashPlan, InjectedCrash
 from .errors import AgentRuntimeError
 from .journal import Journal
 from .records import Decision, Lease, Run, ToolCall
@@ -22,12 +22,12 @@ __all__ = [
     "AgentRuntimeError",
     "CrashPlan",
     "Decision",
+    "InjectedCrash",
     "Journal",
     "Lease",
     "Outcome",
     "Run",
     "Settings",
-    "SimulatedCrash",
     "Supervisor",
     "ToolCall",
     "Worker",

@@ -20,7 +20,7 @@ and carries the process exit code the CLI uses for it::
         └── StaleGeneration    the cloud fenced a call from an old owner    (exit 5)
 
 The injected crash is not here: it is a real ``os._exit`` in the CLI, or
-:class:`agent_runtime.crash.SimulatedCrash` (a ``BaseException``) in-process.
+:class:`agent_runtime.crash.InjectedCrash` (a ``BaseException``) in-process.
 """
 
 from __future__ import annotations
