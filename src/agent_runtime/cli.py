@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 
 from . import config, db, logfmt
+from ._version import version
 from .dbsource import database_url
 from .errors import EXIT_USAGE, AgentRuntimeError
 from .records import Lease
@@ -72,15 +73,26 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+# Every environment variable the CLI reads (config.from_env, dbsource, RUN_ID here), as
+# its help lists them.
+ENVIRONMENT = (
+    "RUN_ID (the run to start or resume)",
+    "CRASH_AT, CRASH_SEQ (die at this crash point, on this step)",
+    "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default ./.crashresume)",
+    "CLOUD_URL, MODEL_URL (the remotes)",
+    "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m agent_runtime",
         description="A durable agent loop: provisions a server, a database and a DNS record, "
         "and survives a crash at any step.",
-        epilog="Environment: RUN_ID, CRASH_AT, CRASH_SEQ, DATABASE_URL, CLOUD_URL, MODEL_URL, "
-        "LEASE, HEARTBEAT. Exit codes: 0 done, 1 injected crash, 2 usage, 3 run failed, "
-        "4 stopped but resumable, 5 run owned by another worker.",
+        epilog=f"Environment: {'; '.join(ENVIRONMENT)}. Exit codes: 0 done, 1 injected crash, "
+        "2 usage, 3 run failed, 4 stopped but resumable, 5 run owned by another worker.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run (or resume) one agent run (the default command)")
     run.add_argument("--run-id", help="the run to start or resume (default: $RUN_ID or new)")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from . import config, db, logfmt
+from ._version import version
 from .clients import tls_context
 from .dbsource import database_url
 from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError, DatabaseError
@@ -292,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m agent_runtime.supervisor",
         description="Restart agent runs whose worker died (lease expired or process gone).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("--lease", type=float, help=f"seconds (default {config.LEASE})")
     parser.add_argument("--poll", type=float, help=f"seconds (default {config.POLL})")
     parser.add_argument("--heartbeat", type=float, help=f"seconds (default {config.HEARTBEAT})")
