@@ -121,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except AgentRuntimeError as exc:
-        log.error("%s error=%r", type(exc).__name__, str(exc))
+        if not exc.reported:  # a worker that stopped on it already said so, in one line
+            log.error("%s error=%r", type(exc).__name__, str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_USAGE

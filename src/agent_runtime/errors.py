@@ -39,6 +39,9 @@ class AgentRuntimeError(Exception):
     exit_code = EXIT_RETRY_LATER
     # A permanent error marks the run failed; others leave it resumable.
     permanent = False
+    # Set once the error has been logged with what it did to the run (a worker's stopped
+    # or failed line), so the process edge does not print a second ERROR line for it.
+    reported = False
 
 
 class ConfigError(AgentRuntimeError):

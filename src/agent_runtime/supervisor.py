@@ -69,7 +69,8 @@ def _run_forked_worker(settings: config.Settings, url: str, lease: Lease) -> int
         finally:
             worker.close()
     except AgentRuntimeError as exc:
-        log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
+        if not exc.reported:
+            log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
         return exc.exit_code
     return EXIT_DONE
 

@@ -270,6 +270,7 @@ class Worker:
         return len(stranded)
 
     def _stop_on_error(self, lease: Lease, exc: AgentRuntimeError) -> None:
+        """Record why the run stopped, and say it in the one ERROR line of this failure."""
         reason = f"{type(exc).__name__}: {exc}"
         try:
             if exc.permanent:
@@ -280,6 +281,7 @@ class Worker:
                 log.error("stopped run=%s resumable=yes reason=%r", lease.run_id, reason)
         except AgentRuntimeError as inner:
             log.error("stopped run=%s reason=%r unrecorded=%r", lease.run_id, reason, str(inner))
+        exc.reported = True
 
     def _already_done(self, run_id: str) -> Outcome:
         history = self.journal.history(run_id)
