@@ -147,33 +147,3 @@ def test_a_cloud_4xx_fails_the_run_with_the_reason_and_keeps_the_journal(
     assert [c["state"] for c in rows["calls"]] == ["intent"]  # kept, for the operator to see
     again = agent.run("t-409")
     assert again.code != 0 and "failed" in again.out
-
-
-def _errors(out: str) -> list[str]:
-    return [ln for ln in out.splitlines() if ln.startswith("ERROR")]
-
-
-def test_a_resumable_failure_prints_one_error_line_with_the_run_and_the_reason(
-    agent: Agent, mock_servers: Any
-) -> None:
-    mock_servers.set_cloud_faults(fail_before=100)
-    result = agent.run("t-once", TOOL_TIMEOUT="1")
-    assert result.code == EXIT_RETRY_LATER, result.out
-    (line,) = _errors(result.out)
-    assert line.startswith("ERROR stopped run=t-once resumable=yes reason='RemoteUnavailable: ")
-    assert "the cloud did not answer key=t-once:0" in line
-
-
-def test_a_permanent_failure_prints_one_error_line_too(agent: Agent, mock_servers: Any) -> None:
-    squatter = httpx.post(
-        f"{mock_servers.cloud_url}/v1/servers",
-        json={"name": "other", "size": "large", "region": "elsewhere"},
-        headers={"Idempotency-Key": "t-409once:0"},
-        timeout=10,
-    )
-    assert squatter.status_code == 201
-    result = agent.run("t-409once")
-    assert result.code == EXIT_FAILED, result.out
-    (line,) = _errors(result.out)
-    assert line.startswith("ERROR failed run=t-409once reason='RemoteRejected: ")
-    assert "key_conflict" in line
