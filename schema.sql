@@ -71,16 +71,30 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     FOREIGN KEY (run_id, seq) REFERENCES decisions (run_id, seq) ON DELETE CASCADE
 );
 
--- Audit trail of lease claims, for the operator view: who took a run over, and when.
+-- Audit trail of lease claims, for the operator view: who took a run over, when, and why.
 CREATE TABLE IF NOT EXISTS run_claims (
     run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     generation bigint NOT NULL,
     owner text NOT NULL,
     previous_owner text,               -- NULL for a first claim or a claim of a released run
-    previous_expired_at timestamptz,   -- the lease that had run out, when it was a takeover
+    previous_expired_at timestamptz,   -- the previous owner's lease expiry, when it had one
     claimed_at timestamptz NOT NULL DEFAULT cr_now(),
     PRIMARY KEY (run_id, generation)
 );
+-- Why the claim could take the run. Every claim statement writes it (claim_run,
+-- claim_expired; adopt_lease keeps it). Added by ALTER so that a database made by an
+-- older schema.sql gets it too; its older claims keep NULL: reason not recorded.
+ALTER TABLE run_claims ADD COLUMN IF NOT EXISTS reason text CHECK (reason IN (
+    'first',        -- nobody had ever held the run: its first claim
+    'handed_back',  -- nobody held it: its last owner released it (a clean stop, resolve), or
+                    -- a supervisor freed it when it saw its own child exit (expire_lease_of)
+    'expired',      -- the previous owner's lease had run out by cr_now(): presumed dead
+    'owner_dead',   -- the lease still ran, but the owner's process was proved gone on the
+                    -- claimer's host (pid gone, or a zombie)
+    'forced'        -- the lease still ran and nobody proved the owner dead: an operator's
+                    -- resolve --takeover or an in-process restart; fencing stops the old owner
+                    -- at its next write
+));
 
 -- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
 -- half-applied schema is applied again.

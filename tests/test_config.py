@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+import crashresume
 from agent_runtime.config import Settings, from_env
-from agent_runtime.crash import CRASH_POINTS, CrashPlan
+from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash, SimulatedCrash, raise_crash
 from agent_runtime.errors import ConfigError
 
 
@@ -92,3 +93,14 @@ def test_a_remote_url_that_is_not_an_http_url_with_a_host_is_refused(
 def test_http_and_https_urls_with_a_host_are_accepted(url: str) -> None:
     settings = from_env({"CLOUD_URL": url, "MODEL_URL": url})
     assert (settings.cloud_url, settings.model_url) == (url, url)
+
+
+def test_the_runtimes_injected_crash_is_not_the_harness_simulated_crash() -> None:
+    assert issubclass(InjectedCrash, BaseException) and not issubclass(InjectedCrash, Exception)
+    assert InjectedCrash.__name__ != crashresume.SimulatedCrash.__name__
+    assert not issubclass(InjectedCrash, crashresume.SimulatedCrash)
+    assert SimulatedCrash is InjectedCrash  # the old name, kept for the property suite
+    plan = CrashPlan(point="after_call", seq=1, action=raise_crash)
+    plan.reached("after_call", 0)  # another step: nothing happens
+    with pytest.raises(InjectedCrash, match="injected crash at after_call seq=1"):
+        plan.reached("after_call", 1)

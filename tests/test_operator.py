@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg import sql
 
 from agent_runtime import clock, db
 from agent_runtime.clients import CloudClient, ModelClient
@@ -402,11 +403,11 @@ def test_an_unknown_run_is_one_line_and_exit_2(
 @pytest.fixture
 def empty_database(conn: Any, database_url: str) -> Iterator[str]:
     name = f"cr_op_empty_{uuid.uuid4().hex[:8]}"
-    conn.execute(f'CREATE DATABASE "{name}"')  # a name made here, not input
+    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         yield database_url.rsplit("/", 1)[0] + "/" + name
     finally:
-        conn.execute(f'DROP DATABASE "{name}"')
+        conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])

@@ -218,6 +218,8 @@ def test_a_run_that_keeps_failing_is_marked_failed_with_the_reason(
     assert len(sup.resumed("garbage")) == 3
     assert mock_servers.calls("garbage") == 3
     assert journal_rows(conn, "garbage")["decisions"] == []
+    stops = [ln for ln in sup.text.splitlines() if ln.startswith("ERROR")]
+    assert len(stops) == 3 and all("stopped run=garbage" in ln for ln in stops)  # one each
 
 
 def test_sigterm_stops_the_supervisor_and_hands_its_runs_back_at_once(

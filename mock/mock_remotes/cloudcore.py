@@ -81,13 +81,12 @@ _ARGS: Final[dict[Kind, dict[str, tuple[str, ...] | None]]] = {
     "database": {"name": None, "engine": ("postgres", "mysql"), "server_id": None},
     "dns_record": {"name": None, "type": ("A", "CNAME"), "value": None},
 }
-# PRAGMAs take no parameters: each setting maps to its whole statement, no string building.
-_SYNCHRONOUS = {
-    "FULL": "PRAGMA synchronous=FULL",
-    "NORMAL": "PRAGMA synchronous=NORMAL",
-    "OFF": "PRAGMA synchronous=OFF",
+# PRAGMAs take no parameters: each setting is its own fixed statement in cloud.sql.
+_SYNCHRONOUS: Final[dict[Synchronous, str]] = {
+    "FULL": "synchronous_full",
+    "NORMAL": "synchronous_normal",
+    "OFF": "synchronous_off",
 }
-BUSY_TIMEOUT = "PRAGMA busy_timeout=5000"  # milliseconds SQLite waits for another writer
 
 
 def run_of(key: str) -> str:
@@ -249,9 +248,9 @@ class Cloud:
         self._faults = self._baseline
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SYNCHRONOUS[synchronous])
-        self._db.execute(BUSY_TIMEOUT)
+        self._db.execute(self._sql["journal_wal"])
+        self._db.execute(self._sql[_SYNCHRONOUS[synchronous]])
+        self._db.execute(self._sql["busy_timeout"])
         self._db.executescript(self._sql["schema"])
         logger.info("mock cloud store=%s synchronous=%s", self.path, synchronous)
 
@@ -275,7 +274,7 @@ class Cloud:
     def reset(self) -> None:
         """Forget everything: records, counters, fences, request counts, faults."""
         with self._lock:
-            self._db.executescript(f"BEGIN IMMEDIATE;\n{self._sql['reset']};\nCOMMIT;")
+            self._db.executescript(self._sql["reset"])
             self._faults = self._baseline
         logger.info("mock cloud reset store=%s", self.path)
 

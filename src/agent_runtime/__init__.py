@@ -5,30 +5,113 @@ calls the tool under the idempotency key ``<run>:<seq>`` and confirms the
 answer. A restart reads the journal back, re-sends stranded intents under their
 keys and replays decisions instead of asking the model again. See
 ARCHITECTURE.md for the tables, the crash points and how a stolen run settles.
+
+The public surface is below. Names are loaded on first use (PEP 562): importing
+the package loads no submodule, so ``python -m agent_runtime.supervisor`` runs a
+module nothing imported before it.
 """
 
 from __future__ import annotations
 
-from .config import Settings
-from .crash import CRASH_POINTS, CrashPlan, SimulatedCrash
-from .errors import AgentRuntimeError
-from .journal import Journal
-from .records import Decision, Lease, Run, ToolCall
-from .supervisor import Supervisor
-from .worker import Outcome, Worker
+import importlib as _importlib
+import typing as _typing
 
 __all__ = [
     "CRASH_POINTS",
     "AgentRuntimeError",
+    "ConfigError",
     "CrashPlan",
+    "DatabaseError",
     "Decision",
+    "History",
+    "InjectedCrash",
+    "InvalidArguments",
     "Journal",
     "Lease",
+    "LeaseLost",
+    "MalformedAnswer",
+    "ModelError",
     "Outcome",
+    "RemoteError",
+    "RemoteRejected",
+    "RemoteUnavailable",
     "Run",
+    "RunNotFound",
+    "RunUnavailable",
     "Settings",
-    "SimulatedCrash",
+    "StaleGeneration",
     "Supervisor",
     "ToolCall",
+    "UnknownTool",
+    "UnusableDecision",
     "Worker",
 ]
+
+_HOME = {
+    "CRASH_POINTS": "agent_runtime.crash",
+    "AgentRuntimeError": "agent_runtime.errors",
+    "ConfigError": "agent_runtime.errors",
+    "CrashPlan": "agent_runtime.crash",
+    "DatabaseError": "agent_runtime.errors",
+    "Decision": "agent_runtime.records",
+    "History": "agent_runtime.records",
+    "InjectedCrash": "agent_runtime.crash",
+    "InvalidArguments": "agent_runtime.errors",
+    "Journal": "agent_runtime.journal",
+    "Lease": "agent_runtime.records",
+    "LeaseLost": "agent_runtime.errors",
+    "MalformedAnswer": "agent_runtime.errors",
+    "ModelError": "agent_runtime.errors",
+    "Outcome": "agent_runtime.worker",
+    "RemoteError": "agent_runtime.errors",
+    "RemoteRejected": "agent_runtime.errors",
+    "RemoteUnavailable": "agent_runtime.errors",
+    "Run": "agent_runtime.records",
+    "RunNotFound": "agent_runtime.errors",
+    "RunUnavailable": "agent_runtime.errors",
+    "Settings": "agent_runtime.config",
+    "StaleGeneration": "agent_runtime.errors",
+    "Supervisor": "agent_runtime.supervisor",
+    "ToolCall": "agent_runtime.records",
+    "UnknownTool": "agent_runtime.errors",
+    "UnusableDecision": "agent_runtime.errors",
+    "Worker": "agent_runtime.worker",
+}
+
+if _typing.TYPE_CHECKING:
+    from agent_runtime.config import Settings
+    from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash
+    from agent_runtime.errors import (
+        AgentRuntimeError,
+        ConfigError,
+        DatabaseError,
+        InvalidArguments,
+        LeaseLost,
+        MalformedAnswer,
+        ModelError,
+        RemoteError,
+        RemoteRejected,
+        RemoteUnavailable,
+        RunNotFound,
+        RunUnavailable,
+        StaleGeneration,
+        UnknownTool,
+        UnusableDecision,
+    )
+    from agent_runtime.journal import Journal
+    from agent_runtime.records import Decision, History, Lease, Run, ToolCall
+    from agent_runtime.supervisor import Supervisor
+    from agent_runtime.worker import Outcome, Worker
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agent_runtime' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

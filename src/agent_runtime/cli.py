@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Sequence
 
 from . import config, db, logfmt
+from ._version import version
+from .dbsource import database_url
 from .errors import EXIT_USAGE, AgentRuntimeError
 from .records import Lease
 from .worker import Worker
@@ -26,15 +28,6 @@ log = logging.getLogger("agent_runtime")
 
 def _new_run_id() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-
-
-def database_url(settings: config.Settings) -> str:
-    """DATABASE_URL if set, else the persistent local cluster (started if needed)."""
-    if settings.database_url:
-        return settings.database_url
-    from . import dbsource
-
-    return dbsource.cli_database_url()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -93,15 +86,26 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+# Every environment variable the CLI reads (config.from_env, dbsource, RUN_ID here), as
+# its help lists them.
+ENVIRONMENT = (
+    "RUN_ID (the run to start or resume)",
+    "CRASH_AT, CRASH_SEQ (die at this crash point, on this step)",
+    "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default ./.crashresume)",
+    "CLOUD_URL, MODEL_URL (the remotes)",
+    "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m agent_runtime",
         description="A durable agent loop: provisions a server, a database and a DNS record, "
         "and survives a crash at any step.",
-        epilog="Environment: RUN_ID, CRASH_AT, CRASH_SEQ, DATABASE_URL, CLOUD_URL, MODEL_URL, "
-        "LEASE, HEARTBEAT. Exit codes: 0 done, 1 injected crash, 2 usage, 3 run failed, "
-        "4 stopped but resumable, 5 run owned by another worker.",
+        epilog=f"Environment: {'; '.join(ENVIRONMENT)}. Exit codes: 0 done, 1 injected crash, "
+        "2 usage, 3 run failed, 4 stopped but resumable, 5 run owned by another worker.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run (or resume) one agent run (the default command)")
     run.add_argument("--run-id", help="the run to start or resume (default: $RUN_ID or new)")
@@ -115,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     dbp.set_defaults(func=cmd_db)
     schema = sub.add_parser("schema", help="apply schema.sql to the database (idempotent)")
     schema.set_defaults(func=cmd_schema)
-    from .operator import register_operator_commands  # runs, show, resolve, cancel
+    from .operator.commands import register_operator_commands  # runs, show, resolve, cancel
 
     register_operator_commands(sub)
     return parser
@@ -130,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except AgentRuntimeError as exc:
-        log.error("%s error=%r", type(exc).__name__, str(exc))
+        if not exc.reported:  # a worker that stopped on it already said so, in one line
+            log.error("%s error=%r", type(exc).__name__, str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_USAGE

@@ -4,7 +4,7 @@
 moving it moves time for every worker and supervisor on that database at once.
 Tests expire a lease by advancing the skew past it; nobody sleeps. A frozen clock
 (:func:`freeze`) stands still between two moves, for suites that must not depend on
-how fast the machine runs.
+how fast the machine runs. The statements are in ``sql/clock.sql``.
 """
 
 from __future__ import annotations
@@ -15,21 +15,21 @@ from . import db
 
 
 def now(conn: db.Connection) -> datetime:
-    row = conn.execute("SELECT cr_now() AS now").fetchone()
+    row = db.one(conn, "clock_now")
     assert row is not None
     value: datetime = row["now"]
     return value
 
 
 def skew(conn: db.Connection) -> timedelta:
-    row = conn.execute("SELECT skew FROM cr_clock WHERE singleton").fetchone()
+    row = db.one(conn, "clock_skew")
     assert row is not None
     value: timedelta = row["skew"]
     return value
 
 
 def set_skew(conn: db.Connection, seconds: float) -> None:
-    conn.execute("UPDATE cr_clock SET skew = make_interval(secs => %s) WHERE singleton", (seconds,))
+    db.run(conn, "clock_set_skew", {"seconds": seconds})
 
 
 def freeze(conn: db.Connection, at: datetime | None = None) -> datetime:
@@ -51,8 +51,5 @@ def thaw(conn: db.Connection) -> None:
 
 def advance(conn: db.Connection, seconds: float) -> datetime:
     """Move the clock forward by ``seconds`` for everyone; returns the new time."""
-    conn.execute(
-        "UPDATE cr_clock SET skew = skew + make_interval(secs => %s) WHERE singleton",
-        (seconds,),
-    )
+    db.run(conn, "clock_advance", {"seconds": seconds})
     return now(conn)

@@ -2,8 +2,12 @@
 
 A step passes the points in this order; ``CRASH_AT`` names one and
 ``CRASH_SEQ`` the step it fires on. The CLI dies with ``os._exit(1)``;
-in-process tests raise :class:`SimulatedCrash`, which user code catching
+in-process tests raise :class:`InjectedCrash`, which user code catching
 ``Exception`` cannot swallow.
+
+Not to be confused with the harness's ``crashresume.SimulatedCrash``, which
+``conform`` raises inside a subject's ``ctx.effect``: a different class for a
+different tool, hence a different name.
 """
 
 from __future__ import annotations
@@ -29,13 +33,18 @@ CRASH_POINTS: tuple[str, ...] = (
 log = logging.getLogger(__name__)
 
 
-class SimulatedCrash(BaseException):
-    """An injected process death, raised where ``os._exit`` would be in the CLI."""
+class InjectedCrash(BaseException):
+    """A process death at a crash point, raised in-process where the CLI would ``os._exit``."""
 
     def __init__(self, point: str, seq: int) -> None:
-        super().__init__(f"simulated crash at {point} seq={seq}")
+        super().__init__(f"injected crash at {point} seq={seq}")
         self.point = point
         self.seq = seq
+
+
+# The class's old name, still imported by the property suite (properties/pilots.py) until
+# it switches; the same class, not a subclass. Not exported from agent_runtime.
+SimulatedCrash = InjectedCrash
 
 
 def exit_process(point: str, seq: int) -> None:
@@ -48,7 +57,7 @@ def exit_process(point: str, seq: int) -> None:
 
 
 def raise_crash(point: str, seq: int) -> None:
-    raise SimulatedCrash(point, seq)
+    raise InjectedCrash(point, seq)
 
 
 def validate_point(point: str) -> str:

@@ -56,17 +56,20 @@ def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
     return conn
 
 
+def _schema_state(conn: Connection) -> tuple[bool, bool]:
+    """(present, up to date): the tables exist; and so does the newest part of schema.sql."""
+    row = one(conn, "schema_present", {"version": SCHEMA_VERSION}, prepare=False)
+    return (bool(row and row["present"]), bool(row and row["up_to_date"]))
+
+
 def has_schema(conn: Connection) -> bool:
-    """Whether this database holds the schema of this version (an older one is upgraded by
-    :func:`ensure_schema`: every statement of schema.sql is safe to run again)."""
-    row = conn.execute(
-        "SELECT obj_description(to_regclass('runs'), 'pg_class') AS version", prepare=False
-    ).fetchone()
-    return bool(row and row["version"] == SCHEMA_VERSION)
+    """The whole of this version's schema is there (an older one counts as missing)."""
+    return all(_schema_state(conn))
 
 
 def ensure_schema(conn: Connection) -> None:
-    """Create the tables unless they are there; safe to call from many processes at once."""
+    """Create the tables, or bring an older schema up to date, unless it is current; safe
+    to call from many processes at once (schema.sql is idempotent)."""
     if not has_schema(conn):
         apply_schema(conn)
 
@@ -74,16 +77,24 @@ def ensure_schema(conn: Connection) -> None:
 def apply_schema(conn: Connection) -> None:
     """Run schema.sql under an advisory lock: concurrent appliers take turns."""
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,), prepare=False)
+        run(conn, "schema_lock", {"key": SCHEMA_LOCK}, prepare=False)
         conn.execute(schema_text(), prepare=False)
     log.info("schema-applied db=%s", describe_conn(conn))
 
 
 def require_schema(conn: Connection) -> None:
-    if not has_schema(conn):
+    """Refuse a database without this version's schema; never change it (operator reads)."""
+    present, up_to_date = _schema_state(conn)
+    if not present:
         raise DatabaseError(
             f"the database {describe_conn(conn)} has no crashresume schema; run any worker once "
             "(it applies schema.sql), or: psql <url> -f schema.sql"
+        )
+    if not up_to_date:
+        raise DatabaseError(
+            f"the database {describe_conn(conn)} has an older crashresume schema (not "
+            f"{SCHEMA_VERSION!r}); run any worker once (it upgrades it in place), or: "
+            "python -m agent_runtime schema"
         )
 
 
@@ -92,17 +103,32 @@ def describe_conn(conn: Connection) -> str:
     return f"{info.host}:{info.port}/{info.dbname}"
 
 
-def run(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-    """Execute a named query and return its rows (empty for statements without any)."""
+def run(
+    conn: Connection,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+) -> list[Row]:
+    """Execute a named query and return its rows (empty for statements without any).
+
+    ``prepare=False`` for a statement run once per connection (no server-side plan kept).
+    """
     try:
-        cur = conn.execute(query(name), params or {})
+        cur = conn.execute(query(name), params or {}, prepare=prepare)
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database connection failed during {name}: {exc}") from exc
     return cur.fetchall() if cur.description is not None else []
 
 
-def one(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-    rows = run(conn, name, params)
+def one(
+    conn: Connection,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+) -> Row | None:
+    rows = run(conn, name, params, prepare=prepare)
     return rows[0] if rows else None
 
 

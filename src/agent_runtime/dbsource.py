@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from agent_runtime.config import Settings
 from agent_runtime.pgcluster import LocalCluster
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,14 @@ def cli_cluster(home: Path | None = None) -> LocalCluster:
     """The CLI's persistent cluster object (nothing is started)."""
     home = home if home is not None else default_home()
     return LocalCluster(home / DATADIR_NAME, bin_cache=home / BIN_CACHE_NAME)
+
+
+def database_url(settings: Settings) -> str:
+    """The database the CLI, the operator commands and the supervisor use: the settings' URL
+    (``DATABASE_URL``) if set, else the persistent local cluster, started if needed."""
+    if settings.database_url:
+        return settings.database_url
+    return cli_database_url()
 
 
 def cli_database_url(home: Path | None = None) -> str:

@@ -20,7 +20,7 @@ and carries the process exit code the CLI uses for it::
         └── StaleGeneration    the cloud fenced a call from an old owner    (exit 5)
 
 The injected crash is not here: it is a real ``os._exit`` in the CLI, or
-:class:`agent_runtime.crash.SimulatedCrash` (a ``BaseException``) in-process.
+:class:`agent_runtime.crash.InjectedCrash` (a ``BaseException``) in-process.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class AgentRuntimeError(Exception):
     exit_code = EXIT_RETRY_LATER
     # A permanent error marks the run failed; others leave it resumable.
     permanent = False
+    # Set once the error has been logged with what it did to the run (a worker's stopped
+    # or failed line), so the process edge does not print a second ERROR line for it.
+    reported = False
 
 
 class ConfigError(AgentRuntimeError):

@@ -60,7 +60,15 @@ class Journal:
         *,
         dead_owner: str | None = None,
         dead_generation: int | None = None,
+        forced: bool = False,
     ) -> Lease | None:
+        """Claim ``run_id`` for ``owner``, or None when it is held or final.
+
+        A run that is free or whose lease expired is claimed as it is. A live lease is
+        taken only from ``dead_owner`` at ``dead_generation``: an owner the caller proved
+        dead, or, with ``forced``, one it fences out without proof. ``run_claims`` records
+        which (its ``reason``).
+        """
         row = db.one(
             self.conn,
             "claim_run",
@@ -70,6 +78,7 @@ class Journal:
                 "lease": lease,
                 "dead_owner": dead_owner,
                 "dead_generation": dead_generation,
+                "forced": forced,
             },
         )
         if row is None:

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from . import config, db, logfmt
+from ._version import version
 from .clients import tls_context
+from .dbsource import database_url
 from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError, DatabaseError
 from .journal import Journal
 from .lease import owner_token
@@ -67,7 +69,8 @@ def _run_forked_worker(settings: config.Settings, url: str, lease: Lease) -> int
         finally:
             worker.close()
     except AgentRuntimeError as exc:
-        log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
+        if not exc.reported:
+            log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
         return exc.exit_code
     return EXIT_DONE
 
@@ -291,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m agent_runtime.supervisor",
         description="Restart agent runs whose worker died (lease expired or process gone).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("--lease", type=float, help=f"seconds (default {config.LEASE})")
     parser.add_argument("--poll", type=float, help=f"seconds (default {config.POLL})")
     parser.add_argument("--heartbeat", type=float, help=f"seconds (default {config.HEARTBEAT})")
@@ -317,8 +321,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .cli import database_url
-
     logfmt.install()
     args = build_parser().parse_args(argv)
     try:

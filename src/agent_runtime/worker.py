@@ -182,13 +182,14 @@ class Worker:
                 raise RunUnavailable(
                     f"run {run_id} is {run.status}: {run.failure or 'no reason recorded'}"
                 )
-            if run.lease_live and (takeover or owner_is_dead(run.owner)):
+            dead = run.lease_live and owner_is_dead(run.owner)
+            if run.lease_live and (takeover or dead):
                 log.info(
                     "takeover run=%s previous_owner=%s previous_generation=%d reason=%s",
                     run_id,
                     run.owner,
                     run.generation,
-                    "requested" if takeover else "owner-process-gone",
+                    "owner-process-gone" if dead else "requested",
                 )
                 lease = self.journal.claim(
                     run_id,
@@ -196,6 +197,7 @@ class Worker:
                     self.settings.lease,
                     dead_owner=run.owner,
                     dead_generation=run.generation,
+                    forced=not dead,
                 )
             if lease is None:
                 raise RunUnavailable(
@@ -296,6 +298,7 @@ class Worker:
         return len(stranded)
 
     def _stop_on_error(self, lease: Lease, exc: AgentRuntimeError) -> None:
+        """Record why the run stopped, and say it in the one ERROR line of this failure."""
         reason = f"{type(exc).__name__}: {exc}"
         try:
             if exc.permanent:
@@ -306,6 +309,7 @@ class Worker:
                 log.error("stopped run=%s resumable=yes reason=%r", lease.run_id, reason)
         except AgentRuntimeError as inner:
             log.error("stopped run=%s reason=%r unrecorded=%r", lease.run_id, reason, str(inner))
+        exc.reported = True
 
     def _already_done(self, run_id: str) -> Outcome:
         history = self.journal.history(run_id)

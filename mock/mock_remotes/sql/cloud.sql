@@ -2,6 +2,25 @@
 -- Every mutating request is one IMMEDIATE transaction: count it, check the fence,
 -- look the key up, and (first time only) take an id and store the record.
 
+-- Connection settings. PRAGMAs take no parameters: one fixed statement per setting.
+-- name: journal_wal
+PRAGMA journal_mode=WAL;
+
+-- name: busy_timeout
+-- Milliseconds SQLite waits for another writer.
+PRAGMA busy_timeout=5000;
+
+-- name: synchronous_full
+-- Survives a power cut (the default).
+PRAGMA synchronous=FULL;
+
+-- name: synchronous_normal
+PRAGMA synchronous=NORMAL;
+
+-- name: synchronous_off
+-- NORMAL and OFF still survive a crash of the mock process.
+PRAGMA synchronous=OFF;
+
 -- name: schema
 CREATE TABLE IF NOT EXISTS records (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT, -- creation order
@@ -38,12 +57,15 @@ CREATE TABLE IF NOT EXISTS answers (
 CREATE INDEX IF NOT EXISTS answers_run ON answers (run);
 
 -- name: reset
+-- One script (executescript): forget everything in one IMMEDIATE transaction.
+BEGIN IMMEDIATE;
 DELETE FROM records;
 DELETE FROM counters;
 DELETE FROM fences;
 DELETE FROM requests;
 DELETE FROM answers;
 DELETE FROM sqlite_sequence WHERE name IN ('records', 'answers');
+COMMIT;
 
 -- name: count_request
 INSERT INTO requests (key, count) VALUES (:key, 1)

@@ -24,7 +24,7 @@ LIMIT %(limit)s::bigint;
 
 -- name: operator_load_claims
 -- The audit trail of one run's lease claims, oldest first.
-SELECT generation, owner, previous_owner, previous_expired_at, claimed_at
+SELECT generation, owner, previous_owner, previous_expired_at, claimed_at, reason
 FROM run_claims WHERE run_id = %(run)s ORDER BY generation;
 
 -- name: operator_cancel_run

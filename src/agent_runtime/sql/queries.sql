@@ -11,9 +11,12 @@ SELECT id, status, owner, generation, lease_expires_at, llm_calls, attempts, fai
 FROM runs WHERE id = %(run)s;
 
 -- name: claim_run
--- Take one run: free, expired, or held by an owner the caller proved dead.
+-- Take one run: free, expired, or held by %(dead_owner)s at %(dead_generation)s, an
+-- owner the caller proved dead (%(forced)s false) or fences out without proof (true).
+-- The claim's reason (schema.sql, run_claims.reason) says which.
 WITH prev AS (
-    SELECT id, owner, lease_expires_at
+    SELECT id, owner, generation, lease_expires_at,
+           lease_expires_at <= cr_now() AS lapsed
     FROM runs
     WHERE id = %(run)s
       AND status IN ('pending', 'running')
@@ -29,16 +32,22 @@ WITH prev AS (
     FROM prev
     WHERE r.id = prev.id
     RETURNING r.id, r.generation, r.lease_expires_at, prev.owner AS previous_owner,
-              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at,
+              CASE WHEN prev.owner IS NULL AND prev.generation = 0 THEN 'first'
+                   WHEN prev.owner IS NULL THEN 'handed_back'
+                   WHEN prev.lapsed THEN 'expired'
+                   WHEN %(forced)s::boolean THEN 'forced'
+                   ELSE 'owner_dead' END AS reason
 )
-INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
-SELECT id, generation, %(owner)s, previous_owner, previous_expired_at FROM claimed
+INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at, reason)
+SELECT id, generation, %(owner)s, previous_owner, previous_expired_at, reason FROM claimed
 RETURNING generation;
 
 -- name: claim_expired
 -- The supervisor's sweep: up to %(limit)s claimable runs nobody else is claiming.
+-- It never touches a live lease, so its reasons are first, handed_back or expired.
 WITH prev AS (
-    SELECT id, owner, lease_expires_at
+    SELECT id, owner, generation, lease_expires_at
     FROM runs
     WHERE status IN ('pending', 'running')
       AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
@@ -54,10 +63,13 @@ WITH prev AS (
     FROM prev
     WHERE r.id = prev.id
     RETURNING r.id, r.owner, r.generation, prev.owner AS previous_owner,
-              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at,
+              CASE WHEN prev.owner IS NULL AND prev.generation = 0 THEN 'first'
+                   WHEN prev.owner IS NULL THEN 'handed_back'
+                   ELSE 'expired' END AS reason
 ), logged AS (
-    INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
-    SELECT id, generation, owner, previous_owner, previous_expired_at FROM claimed
+    INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at, reason)
+    SELECT id, generation, owner, previous_owner, previous_expired_at, reason FROM claimed
 )
 SELECT id, owner, generation FROM claimed;
 
@@ -158,7 +170,8 @@ FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
 -- The supervisor saw its own child exit: whoever holds this generation is dead for
 -- certain (the child may have adopted the lease under its own token; a newer claim
 -- would have bumped the generation). A run the worker released itself keeps the
--- release's own reason and delay.
+-- release's own reason and delay. The run is free afterwards: the next claim's reason
+-- is handed_back.
 UPDATE runs
 SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s),
     updated_at = cr_now()
@@ -169,7 +182,8 @@ RETURNING id;
 -- name: adopt_lease
 -- A worker started on a lease claimed for it (by a supervisor) puts its own token on
 -- it, so "is the owner's process alive?" asks about the worker, not its parent.
--- Same generation: nothing it or its parent wrote is fenced by the swap.
+-- Same generation: nothing it or its parent wrote is fenced by the swap, and the
+-- claim keeps its reason (the supervisor's claim is still why the run was taken).
 WITH owned AS (
     UPDATE runs SET owner = %(new_owner)s
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
@@ -188,12 +202,3 @@ SELECT d.run_id, d.tool, d.args
 FROM decisions d JOIN tool_calls t USING (run_id, seq)
 WHERE starts_with(d.run_id, %(prefix)s) AND t.state = 'confirmed'
 ORDER BY d.run_id, d.seq;
-
--- name: clock_freeze
--- Stop the clock at %(at)s (NULL: at the server's time now); cr_now() moves only by skew.
-UPDATE cr_clock SET frozen_at = coalesce(%(at)s, clock_timestamp()), skew = interval '0'
-WHERE singleton
-RETURNING frozen_at;
-
--- name: clock_thaw
-UPDATE cr_clock SET frozen_at = NULL, skew = interval '0' WHERE singleton;

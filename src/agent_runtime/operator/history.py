@@ -1,10 +1,9 @@
 """One run's history as an operator reads it: claims, steps, events, and what is in doubt.
 
-Everything comes from one consistent snapshot of the journal (``runs``,
-``decisions``, ``tool_calls``, ``run_claims``, read in a single REPEATABLE READ
-transaction) and is judged against the database clock ``cr_now()`` of that
-snapshot, the same clock the leases use. What the journal proves and what it
-only suggests are kept apart:
+:func:`assemble` judges what :func:`agent_runtime.operator.snapshot.read_history`
+read from one consistent snapshot of the journal, against the database clock
+``cr_now()`` of that snapshot, the same clock the leases use. What the journal
+proves and what it only suggests are kept apart:
 
 - a step is *in doubt* when its intent has no confirm: the request may or may
   not have reached the remote, and only a re-send under the same key can tell;
@@ -12,8 +11,10 @@ only suggests are kept apart:
   acted on it (wrote its intent or its confirm): the restart read it back
   instead of asking the model;
 - a *takeover* is a claim whose previous owner still held the lease, expired or
-  not; the previous worker is shown dead (or fenced) after its last write. A
-  claim of a run its worker handed back cleanly is not a takeover.
+  not; the claim's recorded reason says why it could (expired, owner proved dead,
+  forced), and the previous worker is shown dead after its last write, or fenced
+  out when the takeover was forced. A claim of a run that was handed back is not a
+  takeover.
 """
 
 from __future__ import annotations
@@ -21,14 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-import psycopg
-
-from . import db
-from .errors import RunNotFound
-from .lease import owner_is_dead
-from .records import Decision, Run, ToolCall
-from .runview import Claim, Event, RunHistory, Step, clock_text, owner_pid, relative
-from .tools import DONE
+from ..records import Decision, Run, ToolCall
+from ..tools import DONE
+from .views import Claim, Event, RunHistory, Step, clock_text, owner_pid, relative
 
 # Order of events that share a timestamp (they never should; cr_now() is clock_timestamp()).
 _RANK = {
@@ -38,32 +34,13 @@ _RANK = {
     "intent": 2,
     "confirm": 3,
     "crash": 4,
+    "fenced": 4,
     "stopped": 4,
     "expired": 5,
     "done": 6,
     "failed": 6,
     "cancelled": 6,
 }
-
-
-def read_history(conn: db.Connection, run_id: str) -> RunHistory:
-    """Read one run from a single snapshot and judge it; RunNotFound if there is none."""
-    previous = conn.isolation_level
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    try:
-        with conn.transaction():
-            row = db.one(conn, "get_run", {"run": run_id})
-            if row is None:
-                raise RunNotFound(f"no run with id {run_id!r}")
-            run = Run.from_row(row)
-            params = {"run": run_id}
-            decisions = [Decision.from_row(r) for r in db.run(conn, "load_decisions", params)]
-            calls = [ToolCall.from_row(r) for r in db.run(conn, "load_tool_calls", params)]
-            claims = [Claim.from_row(r) for r in db.run(conn, "operator_load_claims", params)]
-    finally:
-        conn.isolation_level = previous
-    gone = run.status == "running" and run.lease_live and owner_is_dead(run.owner)
-    return assemble(run, decisions, calls, claims, owner_gone=gone)
 
 
 def assemble(
@@ -335,22 +312,34 @@ def _step_events(step: Step, now: datetime) -> list[Event]:
 
 
 def _claim_event(claim: Claim, now: datetime) -> Event:
-    gen, kind = claim.generation, claim.kind
+    gen, why = claim.generation, claim.why
     text = f"generation {gen} claimed by {claim.owner}"
     prev = f"{claim.previous_owner} (generation {gen - 1})"
     expired = claim.previous_expired_at
-    if kind == "first":
+    until = f" until {clock_text(expired, now)}" if expired is not None else ""
+    if why == "first":
         text += " (first claim)"
         details: tuple[str, ...] = ("first claim",)
-    elif kind == "free":
+    elif why == "handed_back":
         text += f"; generation {gen - 1} had handed the run back"
         details = ("run was free",)
-    elif kind == "expired":
+    elif why == "expired":
         assert expired is not None
         text += f", taking over from {prev} whose lease had expired {clock_text(expired, now)}"
         details = ("took over", "lease expired")
-    else:
-        until = f" until {clock_text(expired, now)}" if expired is not None else ""
+    elif why == "owner_dead":
+        text += (
+            f", taking over from {prev} whose lease still ran{until}: its process was "
+            "proved gone on its host"
+        )
+        details = ("took over", "owner dead")
+    elif why == "forced":
+        text += (
+            f", taking over from {prev} whose lease still ran{until}: a forced takeover, "
+            "nobody proved that worker dead"
+        )
+        details = ("took over", "forced")
+    else:  # recorded before claims kept their reason
         text += (
             f", taking over from {prev} whose lease still ran{until}: its process was "
             "proved gone, or the takeover was forced"
@@ -367,24 +356,40 @@ def _claim_event(claim: Claim, now: datetime) -> Event:
 
 
 def _death_event(claim: Claim, last_write: dict[int, datetime], now: datetime) -> Event:
+    """How the generation before a takeover ended: died, or (forced) fenced out alive."""
     gen = claim.generation - 1
     at = last_write.get(gen, claim.claimed_at)
-    if claim.kind == "expired":
+    after = f"after {clock_text(at)}"
+    kind, label = "crash", "crash"
+    if claim.why == "expired":
         why = f"its lease expired and generation {claim.generation} took the run"
-        details: tuple[str, ...] = ("died", f"after {clock_text(at)}")
-    else:
+        details: tuple[str, ...] = ("died", after)
+    elif claim.why == "owner_dead":
+        why = (
+            f"its process was proved gone on its host and generation {claim.generation} took "
+            "its live lease"
+        )
+        details = ("died", after)
+    elif claim.why == "forced":
+        why = (
+            f"generation {claim.generation} took its live lease by force; if it still runs, "
+            "its next write is fenced"
+        )
+        kind, label = "fenced", "fenced"
+        details = ("fenced out", after)
+    else:  # recorded before claims kept their reason
         why = (
             f"generation {claim.generation} took its live lease (process gone, or the "
             "takeover was forced)"
         )
-        details = ("died or fenced", f"after {clock_text(at)}")
+        details = ("died or fenced", after)
     return Event(
         at=at,
-        kind="crash",
+        kind=kind,
         generation=gen,
         text=f"generation {gen} ({claim.previous_owner}) wrote nothing after "
         f"{clock_text(at, now)}: {why}",
-        label="crash",
+        label=label,
         details=details,
     )
 

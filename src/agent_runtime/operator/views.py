@@ -2,7 +2,7 @@
 
 - :class:`RunSummary` / :class:`RunList`: one line of ``runs`` each, and the listing;
 - :class:`Claim`, :class:`Step`, :class:`Event`, :class:`RunHistory`: one run's history,
-  built by :func:`agent_runtime.history.read_history`;
+  read by :func:`agent_runtime.operator.snapshot.read_history`;
 - :class:`Cancellation`, :class:`Resolution`: what ``cancel`` and ``resolve`` did.
 
 Times print in local time to the millisecond (``12:00:03.412``), compared with the
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .lease import owner_is_dead
-from .records import Run
-from .tools import DONE
+from ..lease import owner_is_dead
+from ..records import Run
+from ..tools import DONE
 
 
 def clock_text(at: datetime, now: datetime | None = None) -> str:
@@ -50,13 +50,16 @@ def owner_pid(owner: str | None) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Claim:
-    """One row of ``run_claims``: who took the run at which generation, from whom."""
+    """One row of ``run_claims``: who took the run at which generation, from whom, and why."""
 
     generation: int
     owner: str
     previous_owner: str | None
     previous_expired_at: datetime | None
     claimed_at: datetime
+    # first, handed_back, expired, owner_dead or forced (schema.sql says what each means);
+    # None for a claim recorded before run_claims had the column.
+    reason: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Claim:
@@ -70,6 +73,14 @@ class Claim:
         if self.previous_expired_at is not None and self.previous_expired_at <= self.claimed_at:
             return "expired"
         return "live"
+
+    @property
+    def why(self) -> str | None:
+        """The recorded reason; for an older claim, what its columns prove (None: a live
+        lease was taken, and nothing says whether its owner was proved dead)."""
+        if self.reason is not None:
+            return self.reason
+        return {"first": "first", "free": "handed_back", "expired": "expired"}.get(self.kind)
 
     @property
     def takeover(self) -> bool:
@@ -150,7 +161,8 @@ class Event:
     """One mark on the timeline; ``generation`` None for the operator's own acts."""
 
     at: datetime
-    kind: str  # claim takeover decide intent confirm crash stopped expired done failed cancelled
+    kind: str  # claim takeover decide intent confirm crash fenced stopped expired done failed
+    # cancelled
     generation: int | None
     text: str  # one sentence
     seq: int | None = None
@@ -208,6 +220,7 @@ class RunHistory:
                     "generation": c.generation,
                     "owner": c.owner,
                     "kind": c.kind,
+                    "reason": c.reason,
                     "previous_owner": c.previous_owner,
                     "previous_expired_at": _iso(c.previous_expired_at),
                     "claimed_at": c.claimed_at.isoformat(),
@@ -284,6 +297,13 @@ class RunList:
     runs: list[RunSummary]
     total: int  # matching runs before the limit
     now: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "now": _iso(self.now),
+            "total": self.total,
+            "runs": [r.to_json() for r in self.runs],
+        }
 
 
 @dataclass(frozen=True, kw_only=True)

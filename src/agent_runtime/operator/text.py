@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from .runview import (
+from .views import (
     Cancellation,
     Resolution,
     RunHistory,
