@@ -90,6 +90,7 @@ class Driving(ABC):
         self.asks: list[Ask] = []
         self.model_seen: dict[str, int] = {}
         self.problems: list[Violation] = []
+        self.moved: set[str] = set()  # labels of the workers that ran since the last check
         self.bad_answers_issued = 0  # model fault answers armed by the schedule
         self.bad_answers_used = 0  # ... and explained so far
         self.cloud_faults_armed = False
@@ -165,6 +166,7 @@ class Driving(ABC):
                 return self._kill(w, w.gate, first)
             w.pilot.reply("go")
         w.state = "running"
+        self.moved.add(w.label)
         for _ in range(MAX_GATES):
             message = w.pilot.next()
             self._attribute(w)
@@ -205,6 +207,7 @@ class Driving(ABC):
     def _beat(self, w: WorkerRec) -> str:
         """``w`` renews its lease once through the runtime's heartbeat; judge what it did."""
         result = w.pilot.beat()
+        self.moved.add(w.label)
         if not result.present:
             return f"{w.label} holds no lease"
         if result.expires is not None:

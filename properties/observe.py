@@ -3,7 +3,7 @@ the model's call counters. One :func:`snapshot` after every event feeds every in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
@@ -51,6 +51,16 @@ class CallRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClaimRow:
+    run: str
+    generation: int
+    owner: str
+    previous_owner: str | None
+    lapsed: bool | None  # the previous lease had run out when it was claimed
+    reason: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Snapshot:
     runs: dict[str, RunRow]
     decisions: dict[str, dict[int, DecisionRow]]
@@ -58,6 +68,7 @@ class Snapshot:
     cloud: list[CloudRow]
     model_calls: dict[str, int]
     answers: list[CloudAnswer]
+    claims: list[ClaimRow] = field(default_factory=list)
 
     def cloud_of(self, run: str) -> list[CloudRow]:
         return [row for row in self.cloud if row.run == run]
@@ -67,6 +78,7 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
     runs: dict[str, RunRow] = {}
     decisions: dict[str, dict[int, DecisionRow]] = {}
     calls: dict[str, dict[int, CallRow]] = {}
+    claims: list[ClaimRow] = []
     for r in sqlfile.rows(conn, "snapshot"):
         run = r["id"]
         runs[run] = RunRow(
@@ -94,6 +106,10 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
             )
             for seq, key, state, result, remote, gen, confirm_gen in r["calls"]
         }
+        claims += [
+            ClaimRow(run=run, generation=g, owner=o, previous_owner=p, lapsed=lapsed, reason=why)
+            for g, o, p, lapsed, why in r["claims"]
+        ]
     return Snapshot(
         runs=runs,
         decisions=decisions,
@@ -101,4 +117,5 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
         cloud=remotes.cloud_rows(),
         model_calls=remotes.all_model_calls(),
         answers=remotes.cloud_answers(),
+        claims=claims,
     )

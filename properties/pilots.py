@@ -8,7 +8,7 @@ the runner may also renew its lease through the worker's own heartbeat
 (:meth:`Pilot.beat`): the production renewal, at a moment the schedule chose.
 
 - :class:`ThreadPilot` runs ``Worker.run`` in a thread against in-process mocks;
-  ``crash`` raises :class:`~agent_runtime.crash.SimulatedCrash` (a
+  ``crash`` raises :class:`~agent_runtime.crash.InjectedCrash` (a
   ``BaseException``, as in the runtime's own in-process tests).
 - :class:`~properties.process_pilot.ProcessPilot` runs it in a real process.
 """
@@ -34,7 +34,7 @@ from psycopg.rows import dict_row
 
 from agent_runtime import db
 from agent_runtime.config import Settings
-from agent_runtime.crash import CrashPlan, SimulatedCrash
+from agent_runtime.crash import CrashPlan, InjectedCrash
 from agent_runtime.records import Lease
 from agent_runtime.worker import Worker
 
@@ -317,13 +317,13 @@ class ThreadPilot(Pilot):
     def _gate(self, point: str, seq: int) -> None:
         self._inbox.put(Gate(point=point, seq=seq))
         if self._outbox.get() != "go":
-            raise SimulatedCrash(point, seq)
+            raise InjectedCrash(point, seq)
 
     def _body(self) -> None:
         message: Message = Exit(kind=DONE)
         try:
             enter(self._worker, self.start)
-        except SimulatedCrash:
+        except InjectedCrash:
             message = Exit(kind=CRASHED)
         except BaseException as exc:  # everything else is evidence: report it
             message = Exit(kind=type(exc).__name__, detail=str(exc)[:500])

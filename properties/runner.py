@@ -106,6 +106,8 @@ class ScheduleRunner(Driving):
         self.gen_before: dict[str, int] = {}
         self.last: Snapshot | None = None  # the snapshot of the last check, if still current
         self.trace: list[str] = []
+        self.claims_seen: set[tuple[str, int]] = set()
+        self.previous: Snapshot | None = None  # the snapshot the last check compared with
 
     def reset(self) -> None:
         """A clean slate for the next schedule: no workers, an empty journal, fresh mocks."""
@@ -462,6 +464,10 @@ class ScheduleRunner(Driving):
         found += invariants.no_divergence(now, self.asks)
         found += invariants.remote_truth(now)
         found += self._lease_checks(now)
+        found += self._claim_checks(now)
+        found += self._lease_changes(self.previous, now)
+        self.previous = now
+        self.moved.clear()
         raise_if(found)
 
     def _lease_checks(self, now: Snapshot) -> list[Violation]:
@@ -495,6 +501,57 @@ class ScheduleRunner(Driving):
                         f"its owner {w.label} is gone, but its lease was extended to "
                         f"{row.lease_expires_at:%H:%M:%S} past the {w.lease_until:%H:%M:%S} "
                         "its owner last set: nobody else may renew it",
+                    )
+                )
+        return found
+
+    def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
+        """Between two claims a run's lease changes only by the hand of its owner."""
+        found: list[Violation] = []
+        if before is None:
+            return found
+        owners = {w.pilot.owner: w for w in self.workers}
+        for run, old in before.runs.items():
+            new = now.runs.get(run)
+            if new is None or new.generation != old.generation or old.owner is None:
+                continue
+            same = (new.owner, new.lease_expires_at) == (old.owner, old.lease_expires_at)
+            holder = owners.get(old.owner)
+            if same or holder is None or holder.label in self.moved:
+                continue
+            movers = ", ".join(sorted(self.moved)) or "nobody"
+            found.append(
+                Violation(
+                    "lease_integrity",
+                    run,
+                    None,
+                    f"its lease, held by {holder.label} (generation {old.generation}), went from "
+                    f"{old.owner} until {old.lease_expires_at} to {new.owner} until "
+                    f"{new.lease_expires_at} while only {movers} ran: only the owner may "
+                    "renew or let go of its lease",
+                )
+            )
+        return found
+
+    def _claim_checks(self, now: Snapshot) -> list[Violation]:
+        """Every claim recorded its reason truthfully (schema.sql, run_claims.reason)."""
+        found: list[Violation] = []
+        alive = {w.pilot.owner for w in self.workers if w.alive}
+        for c in now.claims:
+            if (c.run, c.generation) in self.claims_seen:
+                continue
+            self.claims_seen.add((c.run, c.generation))
+            wrong = ""
+            if c.reason == "expired" and not c.lapsed:
+                wrong = f"claimed {c.previous_owner}'s lease as expired while it still ran"
+            elif c.reason == "owner_dead" and c.previous_owner in alive:
+                wrong = f"recorded {c.previous_owner} as proved dead while its worker lives"
+            elif c.reason in ("first", "handed_back") and c.previous_owner is not None:
+                wrong = f"recorded a claim from {c.previous_owner} as {c.reason}"
+            if wrong:
+                found.append(
+                    Violation(
+                        "claim_truth", c.run, None, f"generation {c.generation}'s claim {wrong}"
                     )
                 )
         return found

@@ -12,27 +12,18 @@ from psycopg import sql
 
 from agent_runtime import db
 from agent_runtime.errors import DatabaseError
-from agent_runtime.queries import _split
+from agent_runtime.queries import NamedQueries, load_queries
 
 FOLDER = Path(__file__).resolve().parent / "sql"
 
 
 @cache
-def _queries() -> dict[str, str]:
-    found: dict[str, str] = {}
-    for path in sorted(FOLDER.glob("*.sql")):
-        for name, text in _split(path.read_text("utf-8")).items():
-            if name in found:
-                raise ValueError(f"query {name!r} is defined twice (again in {path.name})")
-            found[name] = text
-    return found
+def _queries() -> NamedQueries:
+    return load_queries(FOLDER)
 
 
 def query(name: str) -> sql.SQL:
-    try:
-        return sql.SQL(_queries()[name])
-    except KeyError:
-        raise KeyError(f"no query named {name!r} in properties/sql/*.sql") from None
+    return _queries()[name]
 
 
 def rows(conn: db.Connection, name: str, params: Mapping[str, Any] | None = None) -> list[db.Row]:

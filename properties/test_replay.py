@@ -118,9 +118,7 @@ def test_a_malformed_event_is_refused_with_what_is_wrong(
         Event.from_json(event)
 
 
-def _replay(
-    path: Path, database: SuiteDatabase, *args: str
-) -> subprocess.CompletedProcess[str]:
+def _replay(path: Path, database: SuiteDatabase, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, DATADIR_ENV: str(database.cluster.datadir)}
     return subprocess.run(
         [sys.executable, "-m", "properties.replay", str(path), *args],

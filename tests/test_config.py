@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+import agent_runtime.crash
 import crashresume
 from agent_runtime.config import Settings, from_env
-from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash, SimulatedCrash, raise_crash
+from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash, raise_crash
 from agent_runtime.errors import ConfigError
 
 
@@ -99,7 +100,7 @@ def test_the_runtimes_injected_crash_is_not_the_harness_simulated_crash() -> Non
     assert issubclass(InjectedCrash, BaseException) and not issubclass(InjectedCrash, Exception)
     assert InjectedCrash.__name__ != crashresume.SimulatedCrash.__name__
     assert not issubclass(InjectedCrash, crashresume.SimulatedCrash)
-    assert SimulatedCrash is InjectedCrash  # the old name, kept for the property suite
+    assert not hasattr(agent_runtime.crash, "SimulatedCrash")  # one name each, no alias
     plan = CrashPlan(point="after_call", seq=1, action=raise_crash)
     plan.reached("after_call", 0)  # another step: nothing happens
     with pytest.raises(InjectedCrash, match="injected crash at after_call seq=1"):

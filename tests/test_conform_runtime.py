@@ -18,7 +18,7 @@ from agent_runtime.conformance import RuntimeSubject
 from agent_runtime.worker import Worker
 from crashresume import conform
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
-from properties.variants import CarryOnWorker, FreshKeyWorker
+from properties.variants.workers import CarryOnWorker, FreshKeyWorker
 
 JOBS = ["alpha", "beta"]
 

@@ -13,7 +13,11 @@ SELECT r.id, r.status, r.owner, r.generation, r.llm_calls, r.failure, r.lease_ex
        coalesce((SELECT jsonb_agg(jsonb_build_array(t.seq, t.idem_key, t.state, t.result,
                                                     t.remote_status, t.generation,
                                                     t.confirm_generation) ORDER BY t.seq)
-                 FROM tool_calls t WHERE t.run_id = r.id), '[]') AS calls
+                 FROM tool_calls t WHERE t.run_id = r.id), '[]') AS calls,
+       coalesce((SELECT jsonb_agg(jsonb_build_array(c.generation, c.owner, c.previous_owner,
+                                                    c.previous_expired_at <= c.claimed_at,
+                                                    c.reason) ORDER BY c.generation)
+                 FROM run_claims c WHERE c.run_id = r.id), '[]') AS claims
 FROM runs r ORDER BY r.id;
 
 -- name: generations

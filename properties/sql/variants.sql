@@ -117,8 +117,9 @@ RETURNING t.confirmed_at;
 -- == claim_ignores_lease: the supervisor's sweep claims without looking at the lease ==
 
 -- name: careless_claim_expired
+-- claim_expired without its lease predicate: a live lease is claimed (and called expired).
 WITH prev AS (
-    SELECT id, owner, lease_expires_at
+    SELECT id, owner, generation, lease_expires_at
     FROM runs
     WHERE status IN ('pending', 'running')
       AND attempts < %(max_attempts)s
@@ -133,18 +134,24 @@ WITH prev AS (
     FROM prev
     WHERE r.id = prev.id
     RETURNING r.id, r.owner, r.generation, prev.owner AS previous_owner,
-              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at,
+              CASE WHEN prev.owner IS NULL AND prev.generation = 0 THEN 'first'
+                   WHEN prev.owner IS NULL THEN 'handed_back'
+                   ELSE 'expired' END AS reason
 ), logged AS (
-    INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
-    SELECT id, generation, owner, previous_owner, previous_expired_at FROM claimed
+    INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at, reason)
+    SELECT id, generation, owner, previous_owner, previous_expired_at, reason FROM claimed
 )
 SELECT id, owner, generation FROM claimed;
 
 -- == claim_run_flipped: a claim that takes live leases and leaves expired ones ==
 
 -- name: flipped_claim_run
+-- claim_run with its lease comparison turned round: it takes a live lease from anyone
+-- (recorded as a proved death) and refuses an expired one.
 WITH prev AS (
-    SELECT id, owner, lease_expires_at
+    SELECT id, owner, generation, lease_expires_at,
+           lease_expires_at <= cr_now() AS lapsed
     FROM runs
     WHERE id = %(run)s
       AND status IN ('pending', 'running')
@@ -160,10 +167,15 @@ WITH prev AS (
     FROM prev
     WHERE r.id = prev.id
     RETURNING r.id, r.generation, r.lease_expires_at, prev.owner AS previous_owner,
-              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at
+              CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at,
+              CASE WHEN prev.owner IS NULL AND prev.generation = 0 THEN 'first'
+                   WHEN prev.owner IS NULL THEN 'handed_back'
+                   WHEN prev.lapsed THEN 'expired'
+                   WHEN %(forced)s::boolean THEN 'forced'
+                   ELSE 'owner_dead' END AS reason
 )
-INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at)
-SELECT id, generation, %(owner)s, previous_owner, previous_expired_at FROM claimed
+INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at, reason)
+SELECT id, generation, %(owner)s, previous_owner, previous_expired_at, reason FROM claimed
 RETURNING generation;
 
 -- == async_intent: the intent commits without waiting for the WAL flush ==

@@ -105,6 +105,7 @@ class FlippedClaimJournal(Journal):
         *,
         dead_owner: str | None = None,
         dead_generation: int | None = None,
+        forced: bool = False,
     ) -> Lease | None:
         params = {
             "run": run_id,
@@ -112,6 +113,7 @@ class FlippedClaimJournal(Journal):
             "lease": lease,
             "dead_owner": dead_owner,
             "dead_generation": dead_generation,
+            "forced": forced,
         }
         row = sqlfile.one(self.conn, "flipped_claim_run", params)
         return (

@@ -42,11 +42,6 @@ class InjectedCrash(BaseException):
         self.seq = seq
 
 
-# The class's old name, still imported by the property suite (properties/pilots.py) until
-# it switches; the same class, not a subclass. Not exported from agent_runtime.
-SimulatedCrash = InjectedCrash
-
-
 def exit_process(point: str, seq: int) -> None:
     """Die the way the CLI does: no cleanup, no flushing beyond our own line."""
     for handler in logging.getLogger().handlers:

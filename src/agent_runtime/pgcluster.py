@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Literal
 
 import psycopg
-from psycopg import errors, sql
+from psycopg import errors
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 
@@ -74,6 +74,7 @@ from agent_runtime.pgprocess import (
     port_free,
     wait_orphans,
 )
+from agent_runtime.queries import query
 
 __all__ = ["ClusterError", "LocalCluster", "StopMode", "find_bindir"]
 
@@ -81,7 +82,7 @@ log = logging.getLogger(__name__)
 
 StopMode = Literal["smart", "fast", "immediate"]
 
-DB_NAME = "crashresume"
+DB_NAME = "crashresume"  # also in sql/cluster.sql, which creates it
 SUPERUSER = "postgres"
 THROWAWAY_PREFIX = "crashresume-pg-"
 LOG_NAME = "server.log"
@@ -245,7 +246,7 @@ class LocalCluster:
             with psycopg.connect(
                 _conninfo(port, "postgres"), autocommit=True, connect_timeout=CONNECT_TIMEOUT
             ) as conn:
-                row = conn.execute("SHOW data_directory").fetchone()
+                row = conn.execute(query("cluster_data_directory")).fetchone()
                 if row is None or Path(row[0]).resolve() != self.datadir.resolve():
                     log.debug("pg-port-foreign port=%s datadir=%s", port, row and row[0])
                     return False
@@ -481,11 +482,11 @@ class LocalCluster:
 
 
 def _create_database(conn: psycopg.Connection[TupleRow]) -> None:
-    found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone()
+    found = conn.execute(query("cluster_has_database")).fetchone()
     if found is not None:
         return
     with contextlib.suppress(errors.DuplicateDatabase):
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DB_NAME)))
+        conn.execute(query("cluster_create_database"))
         log.info("pg-database-created name=%s", DB_NAME)
 
 

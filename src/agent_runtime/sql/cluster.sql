@@ -1,0 +1,13 @@
+-- Named queries of the local cluster (agent_runtime.pgcluster), run on the server's
+-- own 'postgres' database before any crashresume schema exists.
+
+-- name: cluster_data_directory
+-- Which data directory answers on this port (another server may have taken it).
+SHOW data_directory;
+
+-- name: cluster_has_database
+SELECT 1 FROM pg_database WHERE datname = 'crashresume';
+
+-- name: cluster_create_database
+-- The database every URL of a local cluster names (agent_runtime.pgcluster.DB_NAME).
+CREATE DATABASE crashresume;
