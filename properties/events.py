@@ -9,6 +9,8 @@ op                 what happens                                    fields
                    its next ``after_confirm``) or the run
 ``crash``          the run's worker dies the next time it reaches  run, point, seq?, kill?
                    ``point`` (at step ``seq`` if given)
+``pause``          the run's worker goes on to ``point`` and waits   run, point, seq?
+                   there (alive: it still renews its lease)
 ``stall``          the run's worker freezes at ``point``: it stops  run, point, seq?
                    renewing its lease (it stays alive: a zombie
                    once its lease runs out and the run is taken)
@@ -63,6 +65,7 @@ OPS: Final = (
     "start",
     "step",
     "crash",
+    "pause",
     "stall",
     "resume",
     "restart",
@@ -105,7 +108,7 @@ class Event:
             raise ScheduleError(f"unknown op {self.op!r}; one of {', '.join(OPS)}")
         if self.op in _RUN_OPS and (self.run is None or not 0 <= self.run < RUNS):
             raise ScheduleError(f"{self.op} needs run in 0..{RUNS - 1}, got {self.run!r}")
-        if self.op in ("crash", "stall") and self.point not in CRASH_POINTS:
+        if self.op in ("crash", "pause", "stall") and self.point not in CRASH_POINTS:
             raise ScheduleError(f"{self.op} needs point in {', '.join(CRASH_POINTS)}")
         if self.op == "db_crash" and self.point is not None:
             if self.point not in CRASH_POINTS:
@@ -160,7 +163,7 @@ class Event:
         return cls(**{str(k): v for k, v in obj.items()})
 
     def __str__(self) -> str:
-        if self.op in ("crash", "stall"):
+        if self.op in ("crash", "pause", "stall"):
             at = f"{self.point}" + ("" if self.seq is None else f" seq={self.seq}")
             how = " (SIGKILL)" if self.kill else ""
             return f"{self.op} {self.run_name} at {at}{how}"

@@ -103,6 +103,7 @@ class ScheduleMachine(RuleBasedStateMachine):
     progress: ClassVar[Progress | None] = None
     saved: ClassVar[list[tuple[Path, Schedule]]]
     first_failure: ClassVar[float | None] = None  # time.monotonic() of the first failure
+    found_after: ClassVar[int | None] = None  # examples run when it came
 
     def __init__(self) -> None:
         super().__init__()
@@ -138,10 +139,15 @@ class ScheduleMachine(RuleBasedStateMachine):
     def _can(self, which: str) -> bool:
         return bool(self._runs(which))
 
-    def _do(self, event: Event) -> None:
-        self.events.append(event)
+    def _do(self, *events: Event) -> None:
+        """Apply ``events`` in order, checking the invariants between them (the last one is
+        checked by :meth:`invariants_hold`, as after every rule)."""
         try:
-            self.runner.apply(event)
+            for i, event in enumerate(events):
+                if i:
+                    self.runner.check()
+                self.events.append(event)
+                self.runner.apply(event)
         except BaseException as exc:
             self._failed(exc)
             raise
@@ -166,9 +172,31 @@ class ScheduleMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._can("active"))
     @rule(pick=PICK, point=POINT)
-    def crash_soon(self, pick: int, point: str) -> None:
-        """A crash at the next time the worker reaches ``point``, whatever the step."""
-        self._do(Event(op="crash", run=self._pick("active", pick), point=point))
+    def crash_and_restart(self, pick: int, point: str) -> None:
+        """The commonest story: the worker dies at the next ``point``, a new one takes over."""
+        run = self._pick("active", pick)
+        self._do(Event(op="crash", run=run, point=point), Event(op="restart", run=run))
+
+    @precondition(lambda self: self._can("active"))
+    @rule(pick=PICK, point=POINT, outpaced=st.booleans())
+    def takeover(self, pick: int, point: str, outpaced: bool) -> None:
+        """A worker at ``point`` loses its run while alive: frozen past its lease and swept,
+        or outpaced by a restart and then told by its own heartbeat."""
+        run = self._pick("active", pick)
+        if outpaced:
+            self._do(
+                Event(op="pause", run=run, point=point),
+                Event(op="restart", run=run),
+                Event(op="heartbeat", run=run),
+                Event(op="resume", run=run),
+            )
+        else:
+            self._do(Event(op="stall", run=run, point=point), Event(op="sweep"))
+
+    @precondition(lambda self: self._can("active"))
+    @rule(pick=PICK, point=POINT, seq=SEQ)
+    def pause(self, pick: int, point: str, seq: int | None) -> None:
+        self._do(Event(op="pause", run=self._pick("active", pick), point=point, seq=seq))
 
     @precondition(lambda self: self._can("active"))
     @rule(pick=PICK, point=POINT, seq=SEQ)
@@ -266,6 +294,7 @@ class ScheduleMachine(RuleBasedStateMachine):
         path = schedule.save(self.failures_dir / f"{stem}-{digest[:8]}.json")
         if not final:
             cls.first_failure = time.monotonic()
+            cls.found_after = self.runner.stats.examples
             print(report("failing schedule (saved before shrinking)", schedule, path))
             return
         cls.saved.append((path, schedule))
@@ -298,6 +327,7 @@ def bind(
             "progress": progress,
             "saved": [],
             "first_failure": None,
+            "found_after": None,
         },
     )
     if seed is not None:
@@ -315,6 +345,7 @@ class Exploration:
     stats: Stats
     error: Exception | None
     saved: list[tuple[Path, Schedule]]
+    found_after: int | None = None  # examples run before the first failure came
 
     @property
     def examples(self) -> int:
@@ -362,4 +393,5 @@ def explore(
         stats=runner.stats,
         error=error,
         saved=list(machine.saved),
+        found_after=machine.found_after,
     )

@@ -1,12 +1,14 @@
-"""``python -m properties.nightly --budget SECONDS``: the long randomised hunt.
+"""``python -m properties.nightly``: the long randomised hunt.
 
 Runs the state machine under the ``nightly`` profile in rounds, each with a fresh
 random seed (the first one can be fixed with ``--seed`` or ``PROPERTIES_SEED``),
-until the time budget is spent. Every round's seed is logged before it starts;
-every finding is shrunk, saved as JSON under ``--failures`` (default
-properties/failures/) and listed at the end with its replay command. A summary
-goes to ``--report`` (JSON) for the workflow's artifacts. On a terminal a progress
-line shows examples, events, crashes and findings so far.
+until its budget is spent: ``--schedules`` (default 10,000 schedules on one runner)
+and, if given, ``--budget`` seconds, whichever comes first. Every round's seed is
+logged before it starts; every finding is shrunk, saved as JSON under ``--failures``
+(default properties/failures/) and listed at the end with its replay command. The
+summary says what the budget bought -- schedules, events, crashes, database crashes,
+zombies -- and goes to ``--report`` (JSON) for the workflow's artifacts. On a terminal
+a progress line shows examples, events, crashes and findings so far.
 
 Exit status: 0 nothing found, 1 at least one finding, 2 bad usage.
 """
@@ -22,19 +24,28 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from .machine import FAILURES, explore
 from .progress import Progress
 from .runners import InProcessRunner
 from .server import SuiteDatabase
 
-ROUND_EXAMPLES = 400  # examples per round: a round lasts about a minute
+SCHEDULES: Final = 10_000  # the default budget: schedules run on one runner
+ROUND_EXAMPLES: Final = 400  # examples per round, each round with a fresh seed
+COUNTS: Final = ("examples", "events", "crashes", "db_crashes", "zombies", "restarts")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m properties.nightly", description=__doc__)
-    parser.add_argument("--budget", type=float, required=True, help="seconds to spend")
+    parser = argparse.ArgumentParser(
+        prog="python -m properties.nightly",
+        description="Hunt for crash schedules that break the runtime's invariants.",
+        epilog=f"Default budget: {SCHEDULES:,} schedules. Exit 0: nothing found, 1: a finding.",
+    )
+    parser.add_argument(
+        "--schedules", type=int, default=SCHEDULES, help=f"schedules to run (default {SCHEDULES})"
+    )
+    parser.add_argument("--budget", type=float, help="stop after this many seconds, too")
     parser.add_argument("--seed", type=int, help="seed of the first round (default: random)")
     parser.add_argument("--shard", default="1/1", help="I/N, names this shard's files")
     parser.add_argument("--failures", type=Path, default=FAILURES, help="where findings go")
@@ -46,19 +57,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.schedules < 1 or args.round_examples < 1 or (args.budget or 1) <= 0:
+        print("error: --schedules, --round-examples and --budget must be positive", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.CRITICAL)
     shard = args.shard.replace("/", "of")
     first = args.seed if args.seed is not None else os.environ.get("PROPERTIES_SEED")
-    deadline = time.monotonic() + args.budget
+    began = time.monotonic()
+    deadline = None if args.budget is None else began + args.budget
     database = SuiteDatabase.for_command()
     runner = InProcessRunner(database.url, variant=args.variant, server=database)
     progress = Progress(f"nightly {args.shard}")
     rounds: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
-    totals = {"examples": 0, "events": 0, "crashes": 0}
+    totals = dict.fromkeys(COUNTS, 0)
     try:
         runner.baseline()
-        while time.monotonic() < deadline:
+        while totals["examples"] < args.schedules and (
+            deadline is None or time.monotonic() < deadline
+        ):
             seed = int(first) if first is not None and not rounds else _fresh_seed()
             print(f"round {len(rounds) + 1} shard {args.shard} seed {seed}", flush=True)
             result = explore(
@@ -68,16 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name=f"nightly-{shard}-{seed}",
                 failures_dir=args.failures,
                 progress=progress,
-                max_examples=args.round_examples,
+                max_examples=min(args.round_examples, args.schedules - totals["examples"]),
             )
             for key in totals:
                 totals[key] += getattr(result.stats, key)
             rounds.append(
                 {
                     "seed": seed,
-                    "examples": result.stats.examples,
-                    "events": result.stats.events,
-                    "crashes": result.stats.crashes,
+                    **{key: getattr(result.stats, key) for key in COUNTS},
                     "seconds": round(result.elapsed, 1),
                     "crashes_per_point": result.stats.fired,
                     "faults": result.stats.faults,
@@ -91,17 +106,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.close()
         runner.close()
         database.close()
+    seconds = time.monotonic() - began
     print(
-        f"nightly shard {args.shard}: {len(rounds)} rounds, {totals['examples']} examples, "
-        f"{totals['events']} events, {totals['crashes']} crashes, {len(findings)} findings"
+        f"nightly shard {args.shard}: {len(rounds)} rounds in {seconds:.0f}s: "
+        f"{totals['examples']} schedules, {totals['events']} events, {totals['crashes']} "
+        f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies, "
+        f"{len(findings)} findings"
     )
     for finding in findings:
         print(f"FINDING seed {finding['seed']}: {finding['failure']}")
         print(f"  replay: python -m properties.replay {finding['file']} --mode process")
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
+        summary = {"shard": args.shard, "seconds": round(seconds, 1), "totals": totals}
         args.report.write_text(
-            json.dumps({"shard": args.shard, "rounds": rounds, "findings": findings}, indent=2)
+            json.dumps({**summary, "rounds": rounds, "findings": findings}, indent=2)
         )
     return 1 if findings else 0
 

@@ -216,6 +216,16 @@ class ScheduleRunner(Driving):
         result = self._drive(w, lambda g: "pause" if match(g) else "go")
         return None if w.alive else f"{result} (never reached {e.point})"
 
+    def _on_pause(self, e: Event) -> str:
+        w = self.active.get(e.run_name)
+        if w is None:
+            return "skipped (no active worker)"
+        ended = self._to_gate(w, e)
+        if ended is not None:
+            return ended
+        assert w.gate is not None
+        return f"{w.label} waits at {w.gate.point} seq={w.gate.seq}"
+
     def _on_stall(self, e: Event) -> str:
         w = self.active.get(e.run_name)
         if w is None:

@@ -36,7 +36,8 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
         crash,
         crash,  # twice: crashes are what the suite is about
         st.builds(
-            lambda run, point, seq: Event(op="stall", run=run, point=point, seq=seq),
+            lambda op, run, point, seq: Event(op=op, run=run, point=point, seq=seq),
+            st.sampled_from(("stall", "pause")),
             _RUN,
             st.sampled_from(CRASH_POINTS),
             _SEQ,

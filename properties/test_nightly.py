@@ -19,7 +19,7 @@ def _nightly(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
-            sys.executable, "-m", "properties.nightly", "--budget", "1", "--seed", "4242",
+            sys.executable, "-m", "properties.nightly", "--seed", "4242",
             "--failures", str(tmp_path / "failures"), "--report", str(tmp_path / "report.json"),
             *args,
         ],
@@ -34,13 +34,19 @@ def _nightly(
 def test_a_nightly_round_logs_its_seed_and_reports_nothing_found(
     suite_database: SuiteDatabase, tmp_path: Path
 ) -> None:
-    result = _nightly(suite_database, tmp_path, "--round-examples", "5")
+    result = _nightly(suite_database, tmp_path, "--schedules", "12", "--round-examples", "5")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "round 1 shard 1/1 seed 4242" in result.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["rounds"][0]["seed"] == 4242
-    assert report["rounds"][0]["examples"] >= 5
+    assert [r["examples"] for r in report["rounds"]] == [5, 5, 2]
+    assert report["totals"]["examples"] == 12
     assert report["findings"] == []
+    totals = report["totals"]
+    assert (
+        f"{totals['examples']} schedules, {totals['events']} events, {totals['crashes']} "
+        f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies"
+    ) in result.stdout
 
 
 def test_a_nightly_finding_is_saved_with_its_replay_command(
