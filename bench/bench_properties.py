@@ -2,8 +2,8 @@
 
     python bench/bench_properties.py [--examples 60] [--cycles 10] [--json]
 
-Uses ``DATABASE_URL`` (emptied) if set, else a throwaway local cluster, like the
-other benchmarks (``bench/_setup.py``). Measures, for the
+Runs on the suite's own PostgreSQL (``properties.server.SuiteDatabase``: a throwaway
+cluster, or ``PROPERTIES_PGDATA``), which its ``db_crash`` events crash. Measures, for the
 in-process runner (threads, in-process mocks) and the process runner (forked
 workers, mocks under uvicorn):
 
@@ -15,8 +15,9 @@ workers, mocks under uvicorn):
   the database that resumes the run), replayed ``--cycles`` times end to end
   (resets, checks and the final settle included).
 
-Figures depend on the machine and on the database's fsync; the first run of a
-process runner includes starting uvicorn.
+Figures depend on the machine; the first run of a process runner includes starting
+uvicorn. ``PREVIOUS`` holds the figures measured before the suite grew database
+crashes, real heartbeats and its new invariants (issue 9), printed beside the new ones.
 """
 
 from __future__ import annotations
@@ -31,12 +32,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # properties/ is not installed
 
-from _setup import database
 from agent_runtime.crash import CRASH_POINTS
 from properties.events import Event
 from properties.machine import explore
 from properties.runner import ScheduleRunner
-from properties.runners import InProcessRunner, ProcessRunner
+from properties.runners import InProcessRunner, ProcessRunner, suite_database
+from properties.server import SuiteDatabase
+
+# Measured on this 2-core machine before issue 9 (ARCHITECTURE.md, "Throughput").
+PREVIOUS: dict[str, dict[str, float]] = {
+    "inprocess": {"events_per_s": 251, "crash_restarts_per_s": 11.5, "cycle": 210},
+    "process (fork)": {"events_per_s": 27, "crash_restarts_per_s": 1.2, "cycle": 25},
+}
 
 
 def machine_throughput(runner: ScheduleRunner, examples: int) -> dict[str, float]:
@@ -53,6 +60,8 @@ def machine_throughput(runner: ScheduleRunner, examples: int) -> dict[str, float
         "examples_per_s": round(s.examples / seconds, 1),
         "events_per_s": round(s.events / seconds, 1),
         "crash_restarts_per_s": round(min(s.crashes, s.restarts) / seconds, 1),
+        "db_crashes": s.db_crashes,
+        "zombies": s.zombies,
     }
 
 
@@ -85,12 +94,15 @@ def crash_restart_cycles(runner: ScheduleRunner, cycles: int) -> dict[str, float
     }
 
 
-def measure(url: str, examples: int, cycles: int) -> dict[str, Any]:
+def measure(
+    database: SuiteDatabase, examples: int, cycles: int, modes: list[str]
+) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     makers: dict[str, Any] = {
-        "inprocess": lambda: InProcessRunner(url),
-        "process (fork)": lambda: ProcessRunner(url, spawn="fork"),
+        "inprocess": lambda: InProcessRunner(database.url, server=database),
+        "process (fork)": lambda: ProcessRunner(database.url, spawn="fork", server=database),
     }
+    makers = {name: make for name, make in makers.items() if name.split()[0] in modes}
     for name, make in makers.items():
         runner = make()
         try:
@@ -110,22 +122,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cycles", type=int, default=10, help="seven-crash schedules replayed per runner"
     )
+    parser.add_argument(
+        "--modes", default="inprocess,process", help="runners to measure (inprocess,process)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
-    with database() as url:
-        figures = measure(url, args.examples, args.cycles)
+    with suite_database() as database:
+        figures = measure(database, args.examples, args.cycles, args.modes.split(","))
+        restarts = database.crashes
+        restart_ms = 1000 * database.restart_seconds / restarts if restarts else 0.0
     if args.json:
-        print(json.dumps(figures, indent=2))
+        print(json.dumps({**figures, "db_restart_ms": round(restart_ms, 1)}, indent=2))
         return 0
     print(f"{'runner':16} {'examples/s':>10} {'events/s':>9} {'crash-restarts/s':>17}"
-          f" {'(cycle loop)':>13}")  # fmt: skip
+          f" {'(cycle loop)':>13}   before: events/s, crash-restarts/s, cycle")  # fmt: skip
     for name, f in figures.items():
-        m, c = f["machine"], f["crash_restart"]
+        m, c, old = f["machine"], f["crash_restart"], PREVIOUS[name]
         print(
             f"{name:16} {m['examples_per_s']:>10} {m['events_per_s']:>9} "
-            f"{m['crash_restarts_per_s']:>17} {c['crash_restarts_per_s']:>13}"
+            f"{m['crash_restarts_per_s']:>17} {c['crash_restarts_per_s']:>13}   "
+            f"{old['events_per_s']}, {old['crash_restarts_per_s']}, {old['cycle']}"
         )
+    print(f"database crash and restart: {restart_ms:.0f} ms on average ({restarts} of them)")
     return 0
 
 

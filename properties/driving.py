@@ -91,6 +91,10 @@ class Driving(ABC):
         self.model_seen: dict[str, int] = {}
         self.problems: list[Violation] = []
         self.moved: set[str] = set()  # labels of the workers that ran since the last check
+        # Each run's (owner, generation) as last seen: by the last check's snapshot, or by a
+        # claim the runner made or saw since. Only claims change a generation, and the runner
+        # sees every one, so this is the run's generation at any moment between two gates.
+        self.known: dict[str, tuple[str | None, int]] = {}
         self.bad_answers_issued = 0  # model fault answers armed by the schedule
         self.bad_answers_used = 0  # ... and explained so far
         self.cloud_faults_armed = False
@@ -118,9 +122,16 @@ class Driving(ABC):
         if w.alive:
             self.active[start.run_id] = w
             row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
-            if row is not None and row["owner"] == w.pilot.owner:
-                w.lease_until = row["lease_expires_at"]
+            if row is not None:
+                self.known[w.run] = (row["owner"], row["generation"])
+                if row["owner"] == w.pilot.owner:
+                    w.generation = row["generation"]
+                    w.lease_until = row["lease_expires_at"]
         return result
+
+    def _run_generation(self, run: str) -> int | None:
+        known = self.known.get(run)
+        return None if known is None else known[1]
 
     def _wait(self, w: WorkerRec, *, frozen: bool) -> None:
         """``w`` stops being active: frozen at its gate (a stall), or outpaced but alive."""
@@ -177,7 +188,6 @@ class Driving(ABC):
             if action == "pause":
                 w.state = "paused"
                 w.gate = message
-                self._generation(w)
                 return f"{w.label} at {message.point} seq={message.seq}"
             if action in ("crash", "kill"):
                 return self._kill(w, message, action)
@@ -211,12 +221,9 @@ class Driving(ABC):
         if not result.present:
             return f"{w.label} holds no lease"
         if result.expires is not None:
-            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
-            mine = row is not None and row["owner"] == w.pilot.owner
-            if not mine or row is None or row["generation"] != self._generation(w):
-                held = (
-                    "nobody" if row is None else f"{row['owner']} (generation {row['generation']})"
-                )
+            owner, generation = self.known.get(w.run, (None, 0))
+            if (owner, generation) != (w.pilot.owner, self._generation(w)):
+                held = "nobody" if owner is None else f"{owner} (generation {generation})"
                 self.problems.append(
                     Violation(
                         "foreign_renewal",
@@ -246,8 +253,7 @@ class Driving(ABC):
         count = self.remotes.model_calls(w.run)
         seen = self.model_seen.get(w.run, 0)
         if count > seen:
-            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
-            run_generation = row["generation"] if row else None
+            run_generation = self._run_generation(w.run)
             for number in range(seen + 1, count + 1):
                 if w.ask is not None:
                     w.ask.lose("asked again before journaling the previous answer", False)
@@ -308,9 +314,8 @@ class Driving(ABC):
         if kind == CRASHED:
             return w.crashed_by_us
         if kind in FENCED:
-            gen = self._generation(w)
-            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
-            return bool(row and gen is not None and row["generation"] > gen)
+            gen, now = self._generation(w), self._run_generation(w.run)
+            return gen is not None and now is not None and now > gen
         if kind == "DatabaseError":
             return w.dropped
         if kind in MODEL_ERRORS:

@@ -45,7 +45,7 @@ from .driving import Stats
 from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
 from .profiles import profile_settings
 from .progress import Progress
-from .runner import ScheduleRunner
+from .runner import SETTINGS, ScheduleRunner
 
 FAILURES: Final = Path(__file__).resolve().parent / "failures"
 SHRINK_BUDGET: Final = 45.0  # seconds of shrinking after the first failure, then stop
@@ -62,6 +62,9 @@ FAULTS: Final = (
     "invalid_args", "db_crash", "slow",
 )  # fmt: skip
 SLOW_CLOUD: Final = 1.5  # seconds of latency: longer than the tool timeout (1 s)
+RETRIES: Final = SETTINGS.tool_retries  # a fail_before of one more fails a whole call
+TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes")
+OUTAGES: Final = ("none", "failing", "slow")
 assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
 
 
@@ -178,20 +181,28 @@ class ScheduleMachine(RuleBasedStateMachine):
         self._do(Event(op="crash", run=run, point=point), Event(op="restart", run=run))
 
     @precondition(lambda self: self._can("active"))
-    @rule(pick=PICK, point=POINT, outpaced=st.booleans())
-    def takeover(self, pick: int, point: str, outpaced: bool) -> None:
-        """A worker at ``point`` loses its run while alive: frozen past its lease and swept,
-        or outpaced by a restart and then told by its own heartbeat."""
+    @rule(pick=PICK, point=POINT, how=st.sampled_from(TAKEOVERS), outage=st.sampled_from(OUTAGES))
+    def takeover(self, pick: int, point: str, how: str, outage: str) -> None:
+        """A worker at ``point`` loses its run while alive: frozen past its lease and swept
+        (then, with ``swept_wakes``, it wakes, maybe into a cloud outage), or outpaced by a
+        restart and then told by its own heartbeat."""
         run = self._pick("active", pick)
-        if outpaced:
+        if how == "outpaced":
             self._do(
                 Event(op="pause", run=run, point=point),
                 Event(op="restart", run=run),
                 Event(op="heartbeat", run=run),
                 Event(op="resume", run=run),
             )
-        else:
-            self._do(Event(op="stall", run=run, point=point), Event(op="sweep"))
+            return
+        events = [Event(op="stall", run=run, point=point), Event(op="sweep")]
+        if how == "swept_wakes":
+            if outage == "failing":
+                events.append(Event(op="cloud_fault", fault="fail_before", n=RETRIES + 1))
+            elif outage == "slow":
+                events.append(Event(op="cloud_fault", fault="latency", seconds=SLOW_CLOUD))
+            events.append(Event(op="resume", run=run))
+        self._do(*events)
 
     @precondition(lambda self: self._can("active"))
     @rule(pick=PICK, point=POINT, seq=SEQ)

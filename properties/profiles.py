@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 PROFILES: Final = ("dev", "ci", "nightly")
@@ -31,6 +31,9 @@ EXAMPLE_DB: Final = ".hypothesis/examples"
 
 _COMMON: Final = {
     "deadline": None,
+    # No explain phase: after shrinking it would run the failing schedule dozens of times
+    # more to guess which events matter; the saved schedule and its trace say that already.
+    "phases": (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
     "print_blob": False,
     # One finding per run: every violation is an AssertionError raised from a few places,

@@ -124,10 +124,16 @@ class InProcessRemotes(Remotes):
         self.model = Model()
         self.cloud_transport = cloud_transport(self.cloud)
         self.model_transport = model_transport(self.model)
+        self._rows: list[CloudRow] = []  # what the cloud holds, read incrementally
+        self._rows_seq = 0
+        self._answers: list[CloudAnswer] = []
 
     def reset(self) -> None:
         self.cloud.reset()
         self.model.reset()
+        self._rows = []
+        self._rows_seq = 0
+        self._answers = []
 
     def model_calls(self, run: str) -> int:
         return self.model.calls(run)
@@ -137,10 +143,17 @@ class InProcessRemotes(Remotes):
         return by_run
 
     def cloud_rows(self) -> list[CloudRow]:
-        return [_row(r.to_json()) for r in self.cloud.records()]
+        """Every record, reading only the new ones: a record never changes once made."""
+        for seq, record in self.cloud.records_after(self._rows_seq):
+            self._rows.append(_row(record.to_json()))
+            self._rows_seq = seq
+        return list(self._rows)
 
     def cloud_answers(self) -> list[CloudAnswer]:
-        return [_answer(a.to_json()) for a in self.cloud.answers()]
+        """Every answer, reading only the new ones: the log only grows."""
+        after = self._answers[-1].seq if self._answers else 0
+        self._answers += [_answer(a.to_json()) for a in self.cloud.answers(after=after)]
+        return list(self._answers)
 
     def cloud_faults(self) -> dict[str, float]:
         return {k: getattr(self.cloud.faults, k) for k in CLOUD_KNOBS}

@@ -48,6 +48,7 @@ LEASE: Final = 12.0  # seconds; a sweep moves the clock this much and one second
 SETTLE_TRIES: Final = 8  # claims teardown gives one run before calling it unfinished
 DROP_WAIT: Final = 5.0  # seconds a terminated backend may take to disappear
 EPOCH: Final = datetime(2030, 1, 1, tzinfo=UTC)  # where the frozen clock starts each example
+VACUUM_EVERY: Final = 20  # examples between two vacuums of the emptied tables
 
 # The same settings in both runners; tool_timeout only costs real time in the process
 # runner (a dropped answer is waited for), and retries do not back off.
@@ -55,7 +56,7 @@ SETTINGS: Final = Settings(
     lease=LEASE,
     heartbeat=3.0,
     tool_timeout=1.0,
-    tool_retries=3,
+    tool_retries=2,
     retry_backoff=0.0,
     model_timeout=10.0,
     max_attempts=1_000_000,  # the sweep never gives up on a run: teardown must finish it
@@ -114,6 +115,8 @@ class ScheduleRunner(Driving):
         self.cleanup()
         self.last = None
         sqlfile.rows(self.conn, "reset_journal")
+        if self.stats.examples % VACUUM_EVERY == 0:
+            sqlfile.rows(self.conn, "vacuum_journal")
         clock.freeze(self.conn, EPOCH)
         self.remotes.reset()
         self._clear()
@@ -263,7 +266,7 @@ class ScheduleRunner(Driving):
 
     def _on_tick(self, e: Event) -> str:
         assert e.seconds is not None
-        clock.advance(self.conn, e.seconds)
+        self._advance(e.seconds)
         return self._beat_all()
 
     def _on_heartbeat(self, e: Event) -> str:
@@ -272,7 +275,7 @@ class ScheduleRunner(Driving):
     def _on_sweep(self, e: Event) -> str:
         seconds = e.seconds if e.seconds is not None else self.settings.lease + 1
         if seconds:
-            clock.advance(self.conn, seconds)
+            self._advance(seconds)
         beats = self._beat_all()
         claimed = self._claim_expired()
         results = []
@@ -284,6 +287,9 @@ class ScheduleRunner(Driving):
             start = Start(run_id=lease.run_id, label=self._label(), lease=lease)
             results.append(f"{lease.run_id}: " + self._launch(start))
         return f"{beats}; claimed " + ("; ".join(results) if results else "nothing")
+
+    def _advance(self, seconds: float) -> None:
+        db.run(self.conn, "clock_advance", {"seconds": seconds})  # clock.advance, unread
 
     def _claim_expired(self) -> list[Lease]:
         """The supervisor's own claim; a claim of a lease that was live is a violation."""
@@ -312,6 +318,8 @@ class ScheduleRunner(Driving):
                         f"(now {prior['now']:%H:%M:%S}): a sweep may only claim expired leases",
                     )
                 )
+        for r in rows:
+            self.known[r["id"]] = (r["owner"], r["generation"])
         return [Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]) for r in rows]
 
     def _on_cloud_fault(self, e: Event) -> str:
@@ -400,7 +408,7 @@ class ScheduleRunner(Driving):
             unfinished = [r for r in self.started if self._status(r) in ("pending", "running")]
             if not unfinished:
                 return
-            clock.advance(self.conn, self.settings.lease + 1)  # every worker of these is gone
+            self._advance(self.settings.lease + 1)  # every worker of these is gone
             claimed = {lease.run_id: lease for lease in self._claim_expired()}
             for run in unfinished:
                 lease = claimed.get(run)
@@ -462,6 +470,7 @@ class ScheduleRunner(Driving):
         """The invariants after an event; raises the violations found."""
         now = self.observe()
         self.last = now
+        self.known = {run: (row.owner, row.generation) for run, row in now.runs.items()}
         found = list(self.problems)
         self.problems.clear()
         found += invariants.no_duplicate_effect(now)

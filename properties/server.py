@@ -38,6 +38,9 @@ SETTINGS: Final = {
     "synchronous_commit": "on",
     "full_page_writes": "on",
     "checkpoint_timeout": "30s",  # bounds the WAL a restart replays
+    # A crash forgets the table statistics, and the planner's guesses then cross JIT's
+    # threshold: a snapshot of four tiny tables would spend 200 ms compiling itself.
+    "jit": "off",
 }
 
 

@@ -399,14 +399,24 @@ class Cloud:
             row = self._one("request_count", key=key)
         return 0 if row is None else int(row[0])
 
-    def answers(self, run: str | None = None) -> list[Answer]:
-        """Every mutating request's answer in the order given, or only those of ``run``."""
+    def answers(self, run: str | None = None, *, after: int = 0) -> list[Answer]:
+        """Every mutating request's answer in the order given, or only those of ``run``;
+        ``after``: only the answers after that ``seq`` (a reader that keeps up)."""
         with self._lock:
-            if run is None:
+            if after:
+                rows = self._db.execute(self._sql["answers_after"], {"after": after}).fetchall()
+            elif run is None:
                 rows = self._db.execute(self._sql["answers_all"]).fetchall()
             else:
                 rows = self._db.execute(self._sql["answers_of_run"], {"run": run}).fetchall()
-        return [Answer.from_row(row) for row in rows]
+        found = [Answer.from_row(row) for row in rows]
+        return found if run is None else [a for a in found if run_of(a.key) == run]
+
+    def records_after(self, seq: int) -> list[tuple[int, CloudRecord]]:
+        """The records created after creation number ``seq``, with their numbers."""
+        with self._lock:
+            rows = self._db.execute(self._sql["records_after"], {"after": seq}).fetchall()
+        return [(row["seq"], CloudRecord.from_row(row)) for row in rows]
 
     def generation(self, run: str) -> int | None:
         """The highest fencing generation served for `run`, if any."""

@@ -4,6 +4,11 @@
 -- name: reset_journal
 DELETE FROM runs;
 
+-- name: vacuum_journal
+-- Every example deletes what it wrote; a crash forgets the statistics that would make
+-- autovacuum clean up after it, so the runner vacuums itself now and then.
+VACUUM runs, decisions, tool_calls, run_claims;
+
 -- name: snapshot
 -- Everything observable in the journal at one instant, one row per run.
 SELECT r.id, r.status, r.owner, r.generation, r.llm_calls, r.failure, r.lease_expires_at,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 HOST = "127.0.0.1"  # the only address a local cluster listens on
-POLL_INTERVAL = 0.005  # seconds between checks of a process or a lock
+POLL_INTERVAL = 0.002  # seconds between checks of a process, a port or a lock
 
 # Servers this process started: polled so that they do not linger as zombies after a stop.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}

@@ -109,3 +109,10 @@ SELECT seq, key, generation, answer, dropped FROM answers ORDER BY seq;
 
 -- name: answers_of_run
 SELECT seq, key, generation, answer, dropped FROM answers WHERE run = :run ORDER BY seq;
+
+-- name: records_after
+SELECT seq, key, kind, id, args, result, generation, created_at FROM records
+WHERE seq > :after ORDER BY seq;
+
+-- name: answers_after
+SELECT seq, key, generation, answer, dropped FROM answers WHERE seq > :after ORDER BY seq;
