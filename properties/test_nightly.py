@@ -53,10 +53,10 @@ def test_a_nightly_round_logs_its_seed_and_reports_nothing_found(
 def test_a_nightly_finding_is_saved_with_its_replay_command(
     suite_database: SuiteDatabase, tmp_path: Path
 ) -> None:
-    result = _nightly(suite_database, tmp_path, "--round-examples", "60", "--variant", "no_fencing")
+    result = _nightly(suite_database, tmp_path, "--schedules", "60", "--variant", "no_fencing")
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads((tmp_path / "report.json").read_text())
-    (finding,) = report["findings"]
+    finding = report["findings"][0]  # the first round (seed 4242) finds it; later rounds may too
     assert finding["seed"] == 4242
     assert "[" in finding["failure"]  # a violation, named by its kind
     assert Path(finding["file"]).exists()
