@@ -11,13 +11,15 @@ A failure is fast and saved. The first failing example is written to
 no timeout can hide it. Shrinking then runs within :data:`SHRINK_BUDGET` seconds: past
 it, every further candidate passes at once, and Hypothesis ends with the shortest
 failing schedule found so far, which its final replay saves as
-``<name>-<digest>.json``. Every saved failure is printed with its violation, seed, file
-and replay command.
+``<name>-<digest>.json``; :func:`~properties.minimise.minimise` then deletes every event
+it does not need, and saves over it. Every saved failure is printed with its violation,
+seed, file and replay command.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import time
@@ -43,12 +45,13 @@ from agent_runtime.crash import CRASH_POINTS
 
 from .driving import Stats
 from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
+from .minimise import first_failure, minimise
 from .profiles import profile_settings
 from .progress import Progress
 from .runner import SETTINGS, ScheduleRunner
 
 FAILURES: Final = Path(__file__).resolve().parent / "failures"
-SHRINK_BUDGET: Final = 45.0  # seconds of shrinking after the first failure, then stop
+SHRINK_BUDGET: Final = 20.0  # seconds Hypothesis may shrink; single deletions follow
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.one_of(st.none(), st.integers(0, 3))
 POINT: Final = st.sampled_from(CRASH_POINTS)
@@ -367,6 +370,22 @@ def _no_event(label: str) -> None:
     return None
 
 
+def _minimised(runner: ScheduleRunner, path: Path, schedule: Schedule) -> tuple[Path, Schedule]:
+    """The saved schedule with every event it does not need deleted, saved over it."""
+    events, failure = minimise(runner, schedule.events)
+    if len(events) == len(schedule.events) or failure is None:
+        return path, schedule
+    first_failure(runner, events)  # once more, for its trace
+    meta = {**schedule.meta, "shrunk_by_hypothesis": len(schedule.events)}
+    meta["trace"] = list(runner.trace)
+    smaller = dataclasses.replace(
+        schedule, events=tuple(events), failure=f"{type(failure).__name__}: {failure}", meta=meta
+    )
+    smaller.save(path)
+    print(report(f"minimised (from {len(schedule.events)} events)", smaller, path))
+    return path, smaller
+
+
 def explore(
     runner: ScheduleRunner,
     *,
@@ -391,18 +410,20 @@ def explore(
     began = time.monotonic()
     error: Exception | None = None
     try:
-        run_state_machine_as_test(machine, settings=profile_settings(profile, **overrides))
+        with shrinking_within(shrink_budget):
+            run_state_machine_as_test(machine, settings=profile_settings(profile, **overrides))
     except Exception as exc:  # the shrunk failure (or a flaky one): the caller decides
         error = exc
     finally:
         runner.cleanup()
         runner.on_event = _no_event  # hypothesis.event fails outside a test
+    saved = [_minimised(runner, path, schedule) for path, schedule in machine.saved]
     return Exploration(
         profile=profile,
         seed=seed,
         elapsed=time.monotonic() - began,
         stats=runner.stats,
         error=error,
-        saved=list(machine.saved),
+        saved=saved,
         found_after=machine.found_after,
     )

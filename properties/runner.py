@@ -30,6 +30,7 @@ from typing import Any, Final, Literal, Protocol
 
 from agent_runtime import clock, db
 from agent_runtime.config import Settings
+from agent_runtime.errors import DatabaseError
 from agent_runtime.records import Lease
 
 from . import baseline, invariants, sqlfile, variants
@@ -114,7 +115,11 @@ class ScheduleRunner(Driving):
         """A clean slate for the next schedule: no workers, an empty journal, fresh mocks."""
         self.cleanup()
         self.last = None
-        sqlfile.rows(self.conn, "reset_journal")
+        try:
+            sqlfile.rows(self.conn, "reset_journal")
+        except DatabaseError:  # another runner (or a replay command) crashed the server
+            self._reconnect()
+            sqlfile.rows(self.conn, "reset_journal")
         if self.stats.examples % VACUUM_EVERY == 0:
             sqlfile.rows(self.conn, "vacuum_journal")
         clock.freeze(self.conn, EPOCH)
@@ -136,6 +141,13 @@ class ScheduleRunner(Driving):
             clock.thaw(self.conn)
         self.conn.close()
         self.remotes.close()
+
+    def _reconnect(self) -> None:
+        """A new connection of the runner's own, and none of the old ones kept anywhere."""
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.conn = db.connect(self.url, application_name="properties.runner")
+        self._after_db_crash()
 
     def _after_db_crash(self) -> None:
         """What a runner must do once every connection died (the in-process pool drains)."""
@@ -374,11 +386,10 @@ class ScheduleRunner(Driving):
             where = f" with {w.label} at {w.gate.point} seq={w.gate.seq}"
         self.conn.close()
         self.server.crash()
-        self.conn = db.connect(self.url, application_name="properties.runner")
+        self._reconnect()
         for live in self.workers:
             if live.alive:
                 self._mark_dropped(live)
-        self._after_db_crash()
         self.shadow.database_crashed()
         self.stats.db_crashes += 1
         self.on_event("database crash")

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from .events import Event
+from .minimise import first_failure
 from .pilots import ConnectionPool, Pilot, Start, ThreadPilot
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
 from .runner import CrashableServer, ScheduleRunner
 from .server import SuiteDatabase
-from .violations import Violation
+
+__all__ = ["InProcessRunner", "ProcessRunner", "first_failure", "make_runner", "suite_database"]
 
 
 @contextlib.contextmanager
@@ -109,14 +110,3 @@ def make_runner(
         spawn: Literal["fork", "exec"] = "exec" if mode == "exec" else "fork"
         return ProcessRunner(database.url, variant=variant, spawn=spawn, server=database)
     raise ValueError(f"unknown runner mode {mode!r}; use inprocess, process (fork) or exec")
-
-
-def first_failure(
-    runner: ScheduleRunner, events: Sequence[Event]
-) -> Violation | AssertionError | None:
-    """Replay ``events``; the violation it ends with, or None."""
-    try:
-        runner.replay(events)
-    except AssertionError as exc:
-        return exc
-    return None
