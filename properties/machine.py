@@ -51,7 +51,7 @@ from .progress import Progress
 from .runner import SETTINGS, ScheduleRunner
 
 FAILURES: Final = Path(__file__).resolve().parent / "failures"
-SHRINK_BUDGET: Final = 20.0  # seconds Hypothesis may shrink; single deletions follow
+SHRINK_BUDGET: Final = 10.0  # seconds Hypothesis may shrink; single deletions follow
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.one_of(st.none(), st.integers(0, 3))
 POINT: Final = st.sampled_from(CRASH_POINTS)
