@@ -1,0 +1,234 @@
+"""Tools as users define them: a Python function, its arguments, and its effect contract.
+
+::
+
+    from agent_runtime import Call, Result, tool
+
+    @tool(effect="keyed")
+    def file_ticket(call: Call, order_id: str, summary: str) -> dict[str, object]:
+        \"\"\"File a support ticket about an order.\"\"\"
+        answer = http.post("/v1/tickets", json={...}, headers=call.headers())
+        return Result(answer.json(), status=answer.json()["status"])
+
+The first parameter receives the :class:`Call` (run, step, idempotency key, fencing
+generation); the others are the tool's arguments. Their type hints become the JSON Schema
+the model is shown, and the arguments a model proposes are validated against them (by
+pydantic) before the decision is journaled and again before the intent is written.
+
+The **effect contract** says what a restart may do with a call whose intent has no
+confirm -- the runtime cannot know whether the first attempt acted:
+
+========  =====================================================================
+effect    on restart, and when a retryable exception ends an attempt
+========  =====================================================================
+keyed     call again under the same key: the remote honours it and answers the
+          first result (``status="already_done"``)
+checked   ask ``check(call, **args)`` first; act only if it finds no effect
+read      call again: there is no effect
+once      never call again: the run stops as *needs attention* and an operator
+          decides (``resolve RUN --seq N --confirm JSON | --redo | --fail``)
+========  =====================================================================
+
+An exception listed in ``retry_on`` means "the effect may or may not have happened":
+the call is retried by its contract (``once``: parked). Any other exception is a clear
+failure of that call: it is recorded, and the model sees the error as the call's result.
+An :class:`~agent_runtime.errors.AgentRuntimeError` a tool raises keeps its own meaning
+(a fenced call, a permanent rejection).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, get_args
+
+import httpx
+import pydantic
+
+from .errors import ConfigError, InvalidArguments
+
+Effect = Literal["keyed", "checked", "read", "once"]
+EFFECTS: Final[tuple[str, ...]] = get_args(Effect)
+KEY_HEADER: Final = "Idempotency-Key"
+GENERATION_HEADER: Final = "X-Fencing-Generation"
+RETRY_ON: Final[tuple[type[BaseException], ...]] = (
+    httpx.TransportError,  # includes timeouts: the remote may have acted
+    ConnectionError,
+    TimeoutError,
+)
+RETRIES: Final = 3  # extra attempts after a retryable exception
+BACKOFF: Final = 0.2  # seconds before the first retry, doubled each time
+
+
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    """Who makes a tool call, and under which idempotency key."""
+
+    run_id: str
+    seq: int  # the step: one per tool call, numbered from 0 across the run
+    key: str  # '<run_id>:<seq>': the same on every attempt, in every worker
+    generation: int  # the fencing generation of the worker making this attempt
+    tool_call_id: str | None = None  # the model's own id of this call, if it gave one
+    attempt: int = 1  # 1, then 2 for this worker's first retry, ...
+
+    def headers(self) -> dict[str, str]:
+        """``Idempotency-Key`` and ``X-Fencing-Generation``, for a keyed HTTP remote."""
+        return {KEY_HEADER: self.key, GENERATION_HEADER: str(self.generation)}
+
+
+@dataclass(frozen=True)
+class Result:
+    """A tool's answer, and how it came about (``created``, or ``already_done`` when the
+    remote recognised the key). A tool may also return the bare value."""
+
+    value: Any
+    status: str = "created"
+
+
+Fn = Callable[..., Any]
+Check = Callable[..., Any]
+
+
+@dataclass(eq=False, kw_only=True)
+class Tool:
+    """One tool an agent may call; make it with :func:`tool`."""
+
+    name: str
+    description: str
+    effect: Effect
+    fn: Fn
+    arguments: type[pydantic.BaseModel]
+    retry_on: tuple[type[BaseException], ...] = RETRY_ON
+    retries: int = RETRIES
+    backoff: float = BACKOFF
+    checker: Check | None = field(default=None)
+
+    def check(self, fn: Check) -> Check:
+        """Decorate the function that tells whether a call's effect exists (``checked``):
+        ``check(call, **args)`` returns the effect's result, or None when there is none."""
+        if self.effect != "checked":
+            raise ConfigError(
+                f"tool {self.name!r} is {self.effect!r}; only a checked tool has check"
+            )
+        self.checker = fn
+        return fn
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The arguments' JSON Schema."""
+        schema: dict[str, Any] = self.arguments.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def spec(self) -> dict[str, Any]:
+        """The tool as the Chat Completions API describes one."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def validate(self, args: object) -> dict[str, Any]:
+        """``args`` checked against the schema, or :class:`InvalidArguments` saying why."""
+        if not isinstance(args, Mapping):
+            raise InvalidArguments(f"{self.name}: arguments must be an object, got {args!r:.200}")
+        try:
+            model = self.arguments.model_validate(dict(args))
+        except pydantic.ValidationError as exc:
+            raise InvalidArguments(f"{self.name}: {_explain(exc)}") from None
+        checked: dict[str, Any] = model.model_dump(mode="json")
+        return checked
+
+    def __call__(self, call: Call, args: Mapping[str, Any]) -> Result:
+        """One attempt; the answer as a :class:`Result` (a bare value means ``created``)."""
+        answer = self.fn(call, **args)
+        return _as_result(self, answer, "read" if self.effect == "read" else "created")
+
+    def look(self, call: Call, args: Mapping[str, Any]) -> Result | None:
+        """A checked tool's check: the effect's result if it exists (status ``found``)."""
+        if self.checker is None:
+            raise ConfigError(f"checked tool {self.name!r} has no check; decorate one with .check")
+        found = self.checker(call, **args)
+        return None if found is None else _as_result(self, found, "found")
+
+
+def tool(
+    fn: Fn | None = None,
+    *,
+    effect: Effect,
+    name: str | None = None,
+    description: str | None = None,
+    retry_on: tuple[type[BaseException], ...] = RETRY_ON,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF,
+) -> Any:
+    """Make a :class:`Tool` of ``fn`` (a decorator, with or without the function)."""
+    if effect not in EFFECTS:
+        raise ConfigError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
+    if retries < 0 or backoff < 0:
+        raise ConfigError("retries and backoff must be >= 0")
+
+    def make(fn: Fn) -> Tool:
+        tool_name = name or fn.__name__
+        return Tool(
+            name=tool_name,
+            description=description or inspect.getdoc(fn) or tool_name,
+            effect=effect,
+            fn=fn,
+            arguments=_arguments_model(tool_name, fn),
+            retry_on=retry_on,
+            retries=retries,
+            backoff=backoff,
+        )
+
+    return make(fn) if fn is not None else make
+
+
+def _arguments_model(name: str, fn: Fn) -> type[pydantic.BaseModel]:
+    """A pydantic model of every parameter after the first (the :class:`Call`)."""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        raise ConfigError(f"tool {name!r} must take the Call as its first parameter")
+    try:
+        hints = inspect.get_annotations(fn, eval_str=True)
+    except NameError as exc:
+        raise ConfigError(f"tool {name!r}: a type hint cannot be resolved ({exc})") from exc
+    fields: dict[str, Any] = {}
+    for param in params[1:]:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ConfigError(f"tool {name!r}: parameter {param.name!r} must be a plain argument")
+        if param.name not in hints:
+            raise ConfigError(f"tool {name!r}: parameter {param.name!r} needs a type hint")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints[param.name], default)
+    config = pydantic.ConfigDict(extra="forbid", strict=True)
+    model: type[pydantic.BaseModel] = pydantic.create_model(
+        f"{name}_arguments", __config__=config, **fields
+    )
+    return model
+
+
+def _explain(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        got = error.get("input")
+        shown = "" if error["type"] == "missing" else f" (got {got!r:.80})"
+        parts.append(f"{where}: {error['msg']}{shown}")
+    return "; ".join(parts)
+
+
+def _as_result(tool: Tool, answer: Any, default_status: str) -> Result:
+    result = answer if isinstance(answer, Result) else Result(answer, default_status)
+    try:
+        json.dumps(result.value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"tool {tool.name!r} returned {type(result.value).__name__}, which is not JSON: {exc}"
+        ) from exc
+    return result
