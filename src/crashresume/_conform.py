@@ -21,7 +21,7 @@ from crashresume._scenarios import (
     parse_scenario_id,
     points_for,
 )
-from crashresume._watchdog import DEFAULT_TIMEOUT, InProcessRunner
+from crashresume._watchdog import DEFAULT_TIMEOUT, InProcessRunner, quiet_thread_deaths
 
 _log = logging.getLogger(__name__)
 
@@ -111,6 +111,36 @@ def conform(
     (``mode="process"``). ``explore="hypothesis"`` draws ``max_examples`` crash schedules
     of up to ``crashes`` (default 5) crashes each and shrinks a failing one.
     """
+    with quiet_thread_deaths():
+        return _conform(
+            make_agent,
+            inputs,
+            crashes=crashes,
+            mode=mode,
+            only=only,
+            timeout=timeout,
+            workers=workers,
+            explore=explore,
+            max_examples=max_examples,
+            seed=seed,
+            database=database,
+        )
+
+
+def _conform(
+    make_agent: Callable[[Context], Any],
+    inputs: Iterable[Any],
+    *,
+    crashes: int | None,
+    mode: str,
+    only: str | None,
+    timeout: float | None,
+    workers: int,
+    explore: str,
+    max_examples: int,
+    seed: int | None,
+    database: Any,
+) -> Report:
     items = _check_arguments(make_agent, inputs, crashes, timeout)
     _positive_int("workers", workers, "use 1 (serial) or more scenarios at a time")
     if explore not in EXPLORERS:

@@ -20,6 +20,7 @@ is recorded at a time, as an idempotent remote serialises the requests for one k
 from __future__ import annotations
 
 import contextvars
+import ctypes
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,17 @@ _CURRENT: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
     "crashresume_context", default=None
 )
 _RUNNING: Context | None = None  # the start running in this process, seen from every thread
+
+
+def _set_async_exc(thread: int, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in ``thread`` at its next bytecode.
+
+    Never call it with NULL to cancel: CPython then leaves its eval breaker set and every
+    later bytecode takes the slow path.
+    """
+    setter = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+    if setter is not None:  # CPython; elsewhere the start's thread just keeps running
+        setter(ctypes.c_ulong(thread), ctypes.py_object(exc))
 
 
 def current_context() -> Context | None:
@@ -112,11 +124,14 @@ class Context:
         "_dead",
         "_die_after",
         "_die_before",
+        "_in_subject",
         "_lock",
         "_on_death",
         "_performed",
         "_remote",
+        "_start_thread",
         "_step",
+        "_subject_lock",
         "run_id",
     )
 
@@ -135,6 +150,9 @@ class Context:
         self._crash_thread: threading.Thread | None = None  # the thread the crash hit
         self._on_death: Callable[[], None] | None = None  # the in-process watchdog's bell
         self._lock = threading.RLock()
+        self._start_thread: int | None = None  # ident of the thread running the start
+        self._in_subject = False  # that thread is inside the subject's code right now
+        self._subject_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<crashresume.Context run_id={self.run_id!r} calls={self._calls}>"
@@ -249,9 +267,37 @@ class Context:
         self._dead = True
         self._crash_step = self._step
         self._crash_thread = threading.current_thread()
+        if threading.get_ident() != self._start_thread:
+            self._interrupt_start()
         bell = self._on_death
         if bell is not None:
             bell()
+
+    def enter_subject(self) -> None:
+        """The start's thread is about to run the subject's code (in-process only)."""
+        self._start_thread = threading.get_ident()
+        self._in_subject = True
+
+    def leave_subject(self) -> None:
+        """The start's thread is back in the harness: no crash may be sent to it from now on.
+
+        One sent just before is delivered at the thread's next bytecode, which is still inside
+        the harness's ``except SimulatedCrash`` (see ``live``).
+        """
+        with self._subject_lock:
+            self._in_subject = False
+
+    def _interrupt_start(self) -> None:
+        """A crash on another thread ends the start's own thread too, at its next bytecode.
+
+        A killed process stops every thread at once; in-process the nearest thing is an
+        asynchronous ``SimulatedCrash`` in the thread running the subject (CPython's
+        ``PyThreadState_SetAsyncExc``). It only lands while that thread is inside the
+        subject's code; one blocked in a C call gets it when the call returns.
+        """
+        with self._subject_lock:
+            if self._in_subject and self._start_thread is not None:
+                _set_async_exc(self._start_thread, SimulatedCrash)
 
     def _stop(self) -> None:
         """The harness gave up on this start (a timeout): every later effect call dies."""

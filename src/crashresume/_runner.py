@@ -169,27 +169,31 @@ def live(
     outcome: BaseException | None = None
     with running(ctx):
         try:
-            subject, teardown = _open(factory(ctx))
-            holder.put(teardown)
-            step, state = _parts(subject)
-            life.has_state = state is not None
-            if restart and state is not None and not ctx._dead:
-                life.start_empty = is_empty(state())
-                if on_start is not None:
-                    on_start(life.start_empty)
-            nonempty: list[bool] | None = [] if baseline else None
-            life.nonempty = nonempty
-            for index, item in enumerate(inputs):
-                if ctx._dead:
-                    break  # died on another thread: a dead process steps nothing more
-                ctx._step = index
-                if on_step is not None:
-                    on_step(index)
-                step(item)
-                if nonempty is not None and state is not None:
-                    nonempty.append(not is_empty(state()))
-            if state is not None and not ctx._dead:
-                life.final_state = state()
+            ctx.enter_subject()
+            try:
+                subject, teardown = _open(factory(ctx))
+                holder.put(teardown)
+                step, state = _parts(subject)
+                life.has_state = state is not None
+                if restart and state is not None and not ctx._dead:
+                    life.start_empty = is_empty(state())
+                    if on_start is not None:
+                        on_start(life.start_empty)
+                nonempty: list[bool] | None = [] if baseline else None
+                life.nonempty = nonempty
+                for index, item in enumerate(inputs):
+                    if ctx._dead:
+                        break  # died on another thread: a dead process steps nothing more
+                    ctx._step = index
+                    if on_step is not None:
+                        on_step(index)
+                    step(item)
+                    if nonempty is not None and state is not None:
+                        nonempty.append(not is_empty(state()))
+                if state is not None and not ctx._dead:
+                    life.final_state = state()
+            finally:
+                ctx.leave_subject()
         except SimulatedCrash as exc:
             died_here = True
             outcome = exc

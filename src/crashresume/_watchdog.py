@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from crashresume._context import Context, stop_running
@@ -26,6 +27,28 @@ from crashresume._runner import Factory, Holder, Life, LifeSpec, live, tear_down
 
 DEFAULT_TIMEOUT = 120.0  # seconds one start may take before the harness stops it
 CRASH_GRACE = 2.0  # seconds a start's thread may keep running after its start died elsewhere
+
+
+@contextmanager
+def quiet_thread_deaths() -> Iterator[None]:
+    """A thread that ends with ``SimulatedCrash`` died with its process: print no traceback.
+
+    Wraps ``threading.excepthook`` while ``conform`` runs; every other exception still
+    reaches the hook that was installed before.
+    """
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is not None and issubclass(args.exc_type, SimulatedCrash):
+            return
+        previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        if threading.excepthook is hook:
+            threading.excepthook = previous
 
 
 class InProcessRunner:
