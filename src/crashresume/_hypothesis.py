@@ -104,18 +104,19 @@ def explore_hypothesis(
         f"crashresume {report.subject} {report.mode} {items!r}".encode()
     )
     profile = hypothesis.settings()
-    test = hypothesis.seed(seed)(
-        hypothesis.settings(
-            max_examples=max_examples,
-            database=profile.database if database is PROFILE_DATABASE else database,
-            deadline=None,
-            derandomize=False,
-            report_multiple_bugs=False,
-            print_blob=False,
-            verbosity=hypothesis.Verbosity.quiet,
-            suppress_health_check=list(hypothesis.HealthCheck),
-        )(hypothesis.given(st.data())(one_schedule))
-    )
+    test = hypothesis.settings(
+        max_examples=max_examples,
+        database=profile.database if database is PROFILE_DATABASE else database,
+        deadline=None,
+        derandomize=False,
+        report_multiple_bugs=False,
+        print_blob=False,
+        verbosity=hypothesis.Verbosity.quiet,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )(hypothesis.given(st.data())(one_schedule))
+    # What @hypothesis.seed(n) sets, without its other effect: it would also switch the
+    # example database off, and a failing schedule must be replayed first next time.
+    test._hypothesis_internal_use_seed = seed
     _log.info("hypothesis subject=%s seed=%d max_examples=%d", report.subject, seed, max_examples)
     try:
         test()
