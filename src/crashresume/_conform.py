@@ -152,7 +152,37 @@ def _conform(
         )
     wanted = None if only is None else parse_scenario_id(only)
     executor = _executor(mode, workers, timeout)
-    rerun = Rerun(make_agent, items, mode)
+    try:
+        return _run_plan(
+            executor,
+            make_agent,
+            items,
+            crashes=crashes,
+            wanted=wanted,
+            only=only,
+            explore=explore,
+            max_examples=max_examples,
+            seed=seed,
+            database=database,
+        )
+    finally:
+        executor.close()
+
+
+def _run_plan(
+    executor: Executor,
+    make_agent: Callable[[Context], Any],
+    items: list[Any],
+    *,
+    crashes: int | None,
+    wanted: tuple[Point, ...] | None,
+    only: str | None,
+    explore: str,
+    max_examples: int,
+    seed: int | None,
+    database: Any,
+) -> Report:
+    rerun = Rerun(make_agent, items, executor.mode)
     base_run = ScenarioRun((), (), sid=BASELINE_ID)
     repeat_run = ScenarioRun((), (), sid=REPEAT_ID)
     executor.execute(make_agent, items, [base_run, repeat_run], lambda run: ())

@@ -124,6 +124,7 @@ class Context:
         "_dead",
         "_die_after",
         "_die_before",
+        "_forked",
         "_in_subject",
         "_lock",
         "_on_death",
@@ -153,6 +154,7 @@ class Context:
         self._start_thread: int | None = None  # ident of the thread running the start
         self._in_subject = False  # that thread is inside the subject's code right now
         self._subject_lock = threading.Lock()
+        self._forked = False  # process mode: every new effect is sent to the parent
 
     def __repr__(self) -> str:
         return f"<crashresume.Context run_id={self.run_id!r} calls={self._calls}>"
@@ -185,13 +187,36 @@ class Context:
         opaque receipt string such as ``"charge#3"``. When ``perform`` raises, nothing is
         recorded and the exception reaches the caller.
         """
+        # The steps of _enter and _record, inlined: this is the hot path.
         with self._lock:
-            calls, first = self._enter(name, arg, key)
-            if first is not None:
-                return first[2]
+            if self._dead:
+                self._crash(self._calls, before=True)
+            calls = self._calls = self._calls + 1
+            if calls == self._die_before:
+                self._crash(calls, before=True)
+            if key is not None:
+                try:
+                    first = self._remote.get(key)
+                except TypeError as exc:
+                    raise UsageError(
+                        f"effect key {key!r} is not hashable; use a string such as "
+                        f"f'{name}:{{job_id}}'"
+                    ) from exc
+                if first is not None:
+                    if first[1] != arg or first[0] != name:
+                        self._conflict((key, first[0], first[1], name, arg))
+                    if calls == self._die_after:
+                        self._crash(calls, before=False)
+                    return first[2]
             performed = self._performed
             result = f"{name}#{len(performed) + 1}" if perform is None else perform()
-            self._record(calls, name, arg, key, result)
+            performed.append((name, arg))
+            if key is not None:
+                self._remote[key] = (name, arg, result)
+            if self._forked:
+                self._sent(name, arg, key, result)
+            if calls == self._die_after or self._dead:
+                self._crash(calls, before=False)
             return result
 
     async def effect_async(
@@ -243,7 +268,8 @@ class Context:
         self._performed.append((name, arg))
         if key is not None:
             self._remote[key] = (name, arg, result)
-        self._sent(name, arg, key, result)
+        if self._forked:
+            self._sent(name, arg, key, result)
         if calls == self._die_after or self._dead:
             self._crash(calls, before=False)
 
@@ -286,6 +312,22 @@ class Context:
         """
         with self._subject_lock:
             self._in_subject = False
+
+    @contextmanager
+    def crash_aware(self) -> Iterator[None]:
+        """A block of adapter code that checks ``crashed`` itself: while it runs, a crash on
+        another thread is not delivered into it (an asynchronous exception landing inside a
+        database driver can leave a connection half-used). Raise ``SimulatedCrash`` when
+        ``crashed`` turns true."""
+        with self._subject_lock:
+            was, self._in_subject = self._in_subject, False
+        try:
+            yield
+        finally:
+            with self._subject_lock:
+                self._in_subject = was
+        if self._dead and was and threading.get_ident() == self._start_thread:
+            raise SimulatedCrash(f"crashresume: {self.run_id} died on another thread")
 
     def _interrupt_start(self) -> None:
         """A crash on another thread ends the start's own thread too, at its next bytecode.

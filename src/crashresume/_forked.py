@@ -73,6 +73,7 @@ class _ForkedContext(Context):
     def __init__(self, run_id: str, log: ScenarioLog, crash: Point | None, fd: int) -> None:
         super().__init__(run_id, log, crash)
         self._fd = fd
+        self._forked = True
 
     def _sent(self, name: str, arg: Any, key: Hashable | None, result: Any) -> None:
         _send(self._fd, ("effect", name, arg, key, result))

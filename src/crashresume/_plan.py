@@ -121,6 +121,8 @@ class Executor(Protocol):
 
     def life(self, factory: Factory, inputs: Sequence[Any], spec: LifeSpec) -> Life: ...
 
+    def close(self) -> None: ...
+
 
 class SerialExecutor:
     """Runs scenarios one life at a time through a runner, depth first."""
@@ -145,3 +147,8 @@ class SerialExecutor:
 
     def life(self, factory: Factory, inputs: Sequence[Any], spec: LifeSpec) -> Life:
         return self._runner.life(factory, inputs, spec)
+
+    def close(self) -> None:
+        close = getattr(self._runner, "close", None)
+        if close is not None:
+            close()

@@ -40,6 +40,9 @@ class ProcessPool:
         self._workers = workers
         self._timeout = timeout
 
+    def close(self) -> None:
+        """Nothing to release: every child is reaped before ``execute`` returns."""
+
     def life(self, factory: Factory, inputs: Sequence[Any], spec: LifeSpec) -> Life:
         """Run one life in a child and wait for it (the ``Runner`` protocol)."""
         one = OneLife(spec)

@@ -16,8 +16,10 @@ With ``timeout=None`` every start runs on the calling thread with no watchdog.
 from __future__ import annotations
 
 import contextvars
+import queue
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,6 +53,26 @@ def quiet_thread_deaths() -> Iterator[None]:
             threading.excepthook = previous
 
 
+class _StartThread:
+    """A daemon thread that runs starts one after another (a thread per start is slow)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._context = contextvars.copy_context()  # the caller's contextvars, for every start
+        self.thread = threading.Thread(target=self._serve, name="crashresume start", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            self._context.copy().run(job)
+
+    def run(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+
 class InProcessRunner:
     """Every life in this process; the crash is a ``SimulatedCrash`` raised from ``effect``."""
 
@@ -58,6 +80,13 @@ class InProcessRunner:
 
     def __init__(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self._timeout = timeout
+        self._thread: _StartThread | None = None
+
+    def close(self) -> None:
+        """Let the start thread end (an abandoned one ends when its start returns, if ever)."""
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
 
     def life(self, factory: Factory, inputs: Sequence[Any], spec: LifeSpec) -> Life:
         ctx = Context(spec.run_id, spec.log, spec.crash)
@@ -70,6 +99,7 @@ class InProcessRunner:
         ctx._on_death = bell.set
 
         def start() -> None:
+            threading.current_thread().name = f"crashresume start {spec.run_id}"
             try:
                 outcome.append(
                     live(
@@ -86,22 +116,24 @@ class InProcessRunner:
             finally:
                 bell.set()
 
-        thread = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(start,),
-            name=f"crashresume start {spec.run_id}",
-            daemon=True,
-        )
-        thread.start()
+        if self._thread is None:
+            self._thread = _StartThread()
+        self._thread.run(start)
         rang = bell.wait(timeout)
         if rang and not outcome:  # died on some thread; give the start's own thread a moment
-            thread.join(CRASH_GRACE)
+            deadline = time.monotonic() + CRASH_GRACE
+            while not outcome and time.monotonic() < deadline:
+                bell.clear()
+                if outcome:
+                    break
+                bell.wait(max(0.0, deadline - time.monotonic()))
         if outcome:
-            thread.join()
             result = outcome[0]
             if isinstance(result, BaseException):
                 raise result
             return result
+        self._thread.stop()  # it ends if the start ever returns; the next start gets a new one
+        self._thread = None
         return self._abandon(ctx, holder, timeout, crashed=rang)
 
     @staticmethod

@@ -143,16 +143,18 @@ class WorkflowSubject:
         once when the start dies there (``ctx.crashed``).
         """
         dbos = _dbos()
-        for status in dbos.DBOS.list_workflows(
-            status=sorted(ACTIVE), load_input=False, load_output=False
-        ):
-            while True:
-                current = dbos.DBOS.get_workflow_status(status.workflow_id)
-                if current is None or current.status not in ACTIVE:
-                    break
-                if self.ctx.crashed:
-                    raise SimulatedCrash(f"crashresume: {self.ctx.run_id} died in recovery")
-                time.sleep(POLL)
+        with self.ctx.crash_aware():
+            pending = dbos.DBOS.list_workflows(
+                status=sorted(ACTIVE), load_input=False, load_output=False
+            )
+            for status in pending:
+                while not self.ctx.crashed:
+                    current = dbos.DBOS.get_workflow_status(status.workflow_id)
+                    if current is None or current.status not in ACTIVE:
+                        break
+                    time.sleep(POLL)
+        if self.ctx.crashed:
+            raise SimulatedCrash(f"crashresume: {self.ctx.run_id} died in recovery")
 
     def step(self, item: Any) -> Any:
         dbos = _dbos()
