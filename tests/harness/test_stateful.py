@@ -8,7 +8,7 @@ import pytest
 
 from crashresume import Context, UsageError
 
-from .subjects import MemoryStore, SavesFirstAgent, SeedAgent, UnkeyedAgent
+from .subjects import ForgetfulAgent, MemoryStore, SavesFirstAgent, SeedAgent, UnkeyedAgent
 
 pytest.importorskip("hypothesis", reason="the state machine needs Hypothesis")
 
@@ -26,16 +26,6 @@ FAST = settings(
     database=None,
     report_multiple_bugs=False,
 )
-
-
-class Forgetful(SeedAgent):
-    def step(self, job: str) -> None:
-        if job not in self.done:
-            self.charge(job)
-            self.done.add(job)  # never saved
-
-    def state(self) -> set[str]:
-        return set(self.done)
 
 
 def machine_for(agent: type[SeedAgent]) -> type[ConformMachine]:
@@ -72,7 +62,7 @@ def test_the_seed_agent_survives_any_interleaving_of_inputs_crashes_and_restarts
     [
         (UnkeyedAgent, "duplicate_effect"),
         (SavesFirstAgent, "effect_lost"),
-        (Forgetful, "state_lost"),
+        (ForgetfulAgent, "state_lost"),
     ],
 )
 def test_each_broken_agent_fails_the_machine_with_the_kind_conform_would_report(

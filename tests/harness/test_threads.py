@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -246,3 +247,23 @@ def test_with_timeout_none_every_start_runs_on_the_calling_thread() -> None:
     assert conform(factory(Agent), inputs=JOBS).passed
     assert threading.current_thread().name not in threads
     assert all(name.startswith("crashresume start run") for name in threads)
+
+
+def test_a_start_whose_thread_swallows_the_delivered_crash_is_fed_no_more_inputs() -> None:
+    stepped: dict[str, list[str]] = {}
+
+    class Agent(_SeedAgent):
+        def step(self, job: str) -> None:
+            stepped.setdefault(self.ctx.run_id, []).append(job)
+            with contextlib.suppress(BaseException):  # swallows the crash from the worker
+                super().step(job)
+
+        def charge(self, job: str) -> Any:
+            with ThreadPoolExecutor(max_workers=1) as executor:
+                return executor.submit(charge_from, current_context(), job, keyed=True).result()
+
+    report = conform(factory(Agent), inputs=JOBS, only="run-before-2")
+
+    assert stepped["run-before-2"][:2] == ["job-1", "job-2"]  # the dead start stopped there
+    assert stepped["run-before-2"][2:] == JOBS  # and the resume was fed everything
+    assert report.passed, str(report)
