@@ -2,42 +2,58 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from crashresume._context import Context, ScenarioLog
+from crashresume._context import Context
 from crashresume._errors import BaselineError, UsageError
 from crashresume._findings import FindingKind
-from crashresume._forked import ForkedRunner
-from crashresume._judge import Judge
+from crashresume._judge import Judge, hang_message, make_finding
+from crashresume._plan import Executor, ScenarioRun, SerialExecutor
 from crashresume._progress import Progress
 from crashresume._report import Report, Rerun
-from crashresume._runner import InProcessRunner, Life, Runner
 from crashresume._scenarios import (
     BASELINE_ID,
     REPEAT_ID,
     Point,
     parse_scenario_id,
     points_for,
-    scenario_id,
 )
+from crashresume._watchdog import DEFAULT_TIMEOUT, InProcessRunner, quiet_thread_deaths
 
 _log = logging.getLogger(__name__)
 
 MODES = ("inprocess", "process")  # "inprocess": raise SimulatedCrash; "process": fork + os._exit
-DEFAULT_CRASHES = 1  # crashes per scenario: every point before and after each effect call
+EXPLORERS = ("exhaustive", "hypothesis")  # every point of the plan, or drawn schedules
+DEFAULT_CRASHES = 1  # crashes per scenario of the exhaustive plan
+DEFAULT_HYPOTHESIS_CRASHES = 5  # most crashes a drawn schedule has
+DEFAULT_MAX_EXAMPLES = 100  # schedules the Hypothesis mode draws
+PROFILE_DATABASE: Any = object()  # "use the example database of Hypothesis's settings profile"
 
 
-def _runner_for(mode: str) -> Runner:
+def _executor(mode: str, workers: int, timeout: float | None) -> Executor:
     if mode == "inprocess":
-        return InProcessRunner()
+        if workers != 1:
+            raise UsageError(
+                f"workers={workers} needs mode='process': in-process starts share one "
+                "interpreter and its global state, so they run one at a time"
+            )
+        return SerialExecutor(InProcessRunner(timeout))
     if mode == "process":
-        return ForkedRunner()
+        from crashresume._pool import ProcessPool
+
+        return ProcessPool(workers, timeout)
     raise UsageError(f"mode={mode!r} is not a mode; use one of {', '.join(map(repr, MODES))}")
 
 
-def _check_arguments(make_agent: Any, inputs: Any, crashes: Any) -> list[Any]:
+def _positive_int(name: str, value: Any, advice: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name}={value!r}: {advice}")
+
+
+def _check_arguments(make_agent: Any, inputs: Any, crashes: Any, timeout: Any) -> list[Any]:
     if not callable(make_agent):
         raise UsageError(
             f"make_agent must be callable as make_agent(ctx) and return the subject; got "
@@ -50,10 +66,19 @@ def _check_arguments(make_agent: Any, inputs: Any, crashes: Any) -> list[Any]:
         )
     if not isinstance(inputs, Iterable):
         raise UsageError(f"inputs must be a list of inputs; got {type(inputs).__name__!r}")
-    if isinstance(crashes, bool) or not isinstance(crashes, int) or crashes < 1:
+    if crashes is not None:
+        _positive_int(
+            "crashes",
+            crashes,
+            "use 1 (one crash per scenario) or more (crashes=2 also crashes once during each "
+            "recovery)",
+        )
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
         raise UsageError(
-            f"crashes={crashes!r}: use 1 (one crash per scenario) or more (crashes=2 also "
-            "crashes once during each recovery)"
+            f"timeout={timeout!r}: give the seconds one start may take (e.g. timeout=30), "
+            "or None for no limit"
         )
     return list(inputs)
 
@@ -62,34 +87,120 @@ def conform(
     make_agent: Callable[[Context], Any],
     inputs: Iterable[Any],
     *,
-    crashes: int = DEFAULT_CRASHES,
+    crashes: int | None = None,
     mode: str = "inprocess",
     only: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    workers: int = 1,
+    explore: str = "exhaustive",
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    seed: int | None = None,
+    database: Any = PROFILE_DATABASE,
 ) -> Report:
     """Crash the subject at every side-effect boundary, restart it, and report what went wrong.
 
     ``make_agent(ctx)`` is called once per start and returns an object with ``step(input)``
-    (and optionally ``state()``). The baseline feeds every input to one start, twice; each
-    crash scenario dies at one boundary (right before or right after an effect call), starts
-    the subject again and feeds every input again from the first. ``crashes=2`` also dies once
+    (and optionally ``state()`` and ``close()``; or a context manager whose ``__enter__``
+    gives that object). The baseline feeds every input to one start, twice; each crash
+    scenario dies at one boundary (right before or right after an effect call), starts the
+    subject again and feeds every input again from the first. ``crashes=2`` also dies once
     during each recovery. ``only="run-3"`` runs just that scenario (plus the baselines).
+
+    ``timeout`` bounds every start (seconds, or None); a start that runs out of time is
+    stopped and reported as ``timeout``. ``workers=N`` runs N scenarios side by side
+    (``mode="process"``). ``explore="hypothesis"`` draws ``max_examples`` crash schedules
+    of up to ``crashes`` (default 5) crashes each and shrinks a failing one.
     """
-    items = _check_arguments(make_agent, inputs, crashes)
+    with quiet_thread_deaths():
+        return _conform(
+            make_agent,
+            inputs,
+            crashes=crashes,
+            mode=mode,
+            only=only,
+            timeout=timeout,
+            workers=workers,
+            explore=explore,
+            max_examples=max_examples,
+            seed=seed,
+            database=database,
+        )
+
+
+def _conform(
+    make_agent: Callable[[Context], Any],
+    inputs: Iterable[Any],
+    *,
+    crashes: int | None,
+    mode: str,
+    only: str | None,
+    timeout: float | None,
+    workers: int,
+    explore: str,
+    max_examples: int,
+    seed: int | None,
+    database: Any,
+) -> Report:
+    items = _check_arguments(make_agent, inputs, crashes, timeout)
+    _positive_int("workers", workers, "use 1 (serial) or more scenarios at a time")
+    if explore not in EXPLORERS:
+        raise UsageError(f"explore={explore!r}: use one of {', '.join(map(repr, EXPLORERS))}")
+    if explore == "hypothesis" and only is not None:
+        raise UsageError(
+            "only= reruns one scenario of the exhaustive plan; drop explore='hypothesis' to "
+            "rerun the schedule Hypothesis found"
+        )
     wanted = None if only is None else parse_scenario_id(only)
-    runner = _runner_for(mode)
-    base_log, repeat_log = ScenarioLog(), ScenarioLog()
-    base = _baseline(runner, make_agent, items, BASELINE_ID, base_log)
-    repeat = _baseline(runner, make_agent, items, REPEAT_ID, repeat_log)
-    rerun = Rerun(make_agent, items, mode)
-    judge = Judge(base, base_log, rerun)
+    executor = _executor(mode, workers, timeout)
+    try:
+        return _run_plan(
+            executor,
+            make_agent,
+            items,
+            crashes=crashes,
+            wanted=wanted,
+            only=only,
+            explore=explore,
+            max_examples=max_examples,
+            seed=seed,
+            database=database,
+        )
+    finally:
+        executor.close()
+
+
+def _run_plan(
+    executor: Executor,
+    make_agent: Callable[[Context], Any],
+    items: list[Any],
+    *,
+    crashes: int | None,
+    wanted: tuple[Point, ...] | None,
+    only: str | None,
+    explore: str,
+    max_examples: int,
+    seed: int | None,
+    database: Any,
+) -> Report:
+    rerun = Rerun(make_agent, items, executor.mode)
+    base_run = ScenarioRun((), (), sid=BASELINE_ID)
+    repeat_run = ScenarioRun((), (), sid=REPEAT_ID)
+    executor.execute(make_agent, items, [base_run, repeat_run], lambda run: ())
+    if crashes is None:
+        crashes = DEFAULT_HYPOTHESIS_CRASHES if explore == "hypothesis" else DEFAULT_CRASHES
+    base, repeat = base_run.lives[0], repeat_run.lives[0]
     report = Report(
         subject=rerun.name,
         inputs=len(items),
-        mode=runner.mode,
+        mode=executor.mode,
         crashes=crashes if wanted is None else max(len(wanted), 1),
         baseline_effects=base.calls,
+        explore=explore,
     )
-    report.findings.extend(judge.baselines(repeat, repeat_log))
+    if _baselines_hung(report, rerun, items, base_run, repeat_run):
+        return report
+    judge = Judge(base, base_run.log, rerun, items)
+    report.findings.extend(judge.baselines(repeat, repeat_run.log))
     if FindingKind.NONDETERMINISTIC_BASELINE in report.kinds():
         report.notes.append("crash scenarios were skipped: the baseline is not deterministic")
         return report
@@ -101,34 +212,49 @@ def conform(
             "call: give every conform call fresh stores)"
         )
         return report
+    if explore == "hypothesis":
+        from crashresume._hypothesis import explore_hypothesis
+
+        _positive_int("max_examples", max_examples, "draw at least one schedule")
+        used, examples = explore_hypothesis(
+            executor, make_agent, items, judge, report, crashes, max_examples, seed, database
+        )
+        return dataclasses.replace(report, seed=used, examples=examples)
     if wanted is not None:
         if wanted:
             _check_only(only, wanted, base.calls)
-            _run(runner, make_agent, items, wanted, judge, report)
+            _explore(executor, make_agent, items, [ScenarioRun((0,), wanted)], 0, judge, report)
         return report
-    progress = Progress(f"conform {rerun.name}")
-    try:
-        _explore(runner, make_agent, items, (), base.calls, crashes, judge, report, progress)
-    finally:
-        progress.close()
+    roots = [ScenarioRun((i,), (point,)) for i, point in enumerate(points_for(base.calls))]
+    _explore(executor, make_agent, items, roots, crashes, judge, report)
     return report
 
 
-def _baseline(
-    runner: Runner,
-    factory: Callable[[Context], Any],
+def _baselines_hung(
+    report: Report,
+    rerun: Rerun,
     items: list[Any],
-    run_id: str,
-    log: ScenarioLog,
-) -> Life:
-    life = runner.life(factory, items, run_id, log, None, restart=False, baseline=True)
-    if not life.completed:
-        raise BaselineError(
-            f"the crash-free baseline {run_id!r} did not finish: {life.error}. conform needs a "
-            "subject that gets through all its inputs without a crash first; fix that, then "
-            "test its resume."
-        )
-    return life
+    *runs: ScenarioRun,
+) -> bool:
+    """Report baselines that ran out of time; raise for one that raised."""
+    hung = False
+    for run in runs:
+        life = run.lives[0]
+        report.notes.extend(life.notes)
+        if life.timed_out is not None:
+            hung = True
+            who = f"the crash-free baseline {run.sid!r}"
+            message = hang_message(who, life, items)
+            report.findings.append(make_finding(rerun, FindingKind.TIMEOUT, BASELINE_ID, message))
+        elif not life.completed:
+            raise BaselineError(
+                f"the crash-free baseline {run.sid!r} did not finish: {life.error}. conform "
+                "needs a subject that gets through all its inputs without a crash first; fix "
+                "that, then test its resume."
+            )
+    if hung:
+        report.notes.append("crash scenarios were skipped: a baseline did not finish in time")
+    return hung
 
 
 def _check_only(only: str | None, wanted: tuple[Point, ...], calls: int) -> None:
@@ -139,60 +265,44 @@ def _check_only(only: str | None, wanted: tuple[Point, ...], calls: int) -> None
         )
 
 
-def _run(
-    runner: Runner,
-    factory: Callable[[Context], Any],
-    items: list[Any],
-    points: Sequence[Point],
-    judge: Judge,
-    report: Report,
-) -> list[Life] | None:
-    """Run and judge one scenario; its lives, or None when a crash point was never reached."""
-    sid = scenario_id(points)
-    log = ScenarioLog()
-    lives: list[Life] = []
-    plan: tuple[Point | None, ...] = (*points, None)
-    for index, point in enumerate(plan):
-        life = runner.life(factory, items, sid, log, point, restart=index > 0, baseline=False)
-        lives.append(life)
-        if life.swallowed:
-            report.notes.append(
-                f"{sid}: the subject caught the injected SimulatedCrash instead of dying "
-                "(except BaseException or a bare except); in-process the code after the catch "
-                "still ran. Let SimulatedCrash propagate, or use mode='process'."
-            )
-        if life.crash_step is None:
-            break
-    report.scenarios.append(sid)
-    report.findings.extend(judge.scenario(sid, lives, log))
-    _log.debug("scenario=%s lives=%d effects=%d", sid, len(lives), len(log.performed))
-    if len(lives) < len(plan):
-        if lives[-1].error is None:
-            report.notes.append(
-                f"{sid}: the crash point was never reached (that life made only "
-                f"{lives[-1].calls} effect call{'' if lives[-1].calls == 1 else 's'})"
-            )
-        return None
-    return lives
-
-
 def _explore(
-    runner: Runner,
+    executor: Executor,
     factory: Callable[[Context], Any],
     items: list[Any],
-    prefix: tuple[Point, ...],
-    calls: int,
+    roots: Sequence[ScenarioRun],
     crashes: int,
     judge: Judge,
     report: Report,
-    progress: Progress,
 ) -> None:
-    """Every scenario that starts with ``prefix`` and dies at one more point, recursively."""
-    for point in points_for(calls):
-        points = (*prefix, point)
-        lives = _run(runner, factory, items, points, judge, report)
-        progress.update(len(report.scenarios), len(report.findings))
-        if lives is not None and len(points) < crashes:
-            _explore(
-                runner, factory, items, points, lives[-1].calls, crashes, judge, report, progress
-            )
+    """Run ``roots`` and, below ``crashes`` deep, one more crash at every point of each resume.
+
+    Scenarios finish in any order (with workers); the report lists them in plan order.
+    """
+    finished: list[tuple[ScenarioRun, list[Any]]] = []
+    found = 0
+    progress = Progress(f"conform {report.subject}")
+
+    def done(run: ScenarioRun) -> list[ScenarioRun]:
+        nonlocal found
+        findings = judge.scenario(run.sid, run.lives, run.log)
+        finished.append((run, findings))
+        found += len(findings)
+        progress.update(len(finished), found)
+        _log.debug(
+            "scenario=%s lives=%d effects=%d", run.sid, len(run.lives), len(run.log.performed)
+        )
+        if not run.complete or len(run.points) >= crashes:
+            return []
+        return [
+            ScenarioRun((*run.order, i), (*run.points, point))
+            for i, point in enumerate(points_for(run.lives[-1].calls))
+        ]
+
+    try:
+        executor.execute(factory, items, roots, done)
+    finally:
+        progress.close()
+    for run, findings in sorted(finished, key=lambda pair: pair[0].order):
+        report.scenarios.append(run.sid)
+        report.findings.extend(findings)
+        report.notes.extend(run.notes())

@@ -21,6 +21,8 @@ class FindingKind(enum.StrEnum):
     RESUME_DIVERGED = "resume_diverged"
     # a life of the scenario raised instead of finishing its inputs
     RESUME_CRASHED = "resume_crashed"
+    # a start did not finish within conform's timeout, and the harness stopped it
+    TIMEOUT = "timeout"
     # the two crash-free baselines differ, so no crash scenario can be judged
     NONDETERMINISTIC_BASELINE = "nondeterministic_baseline"
 

@@ -5,18 +5,22 @@ copy of it through ``os.fork``, runs one life, and reports back over a pipe: one
 effect, written *before* ``effect`` returns (a pipe write is a system call, not a buffer), so
 the record survives the child's death. At the crash point the child calls ``os._exit``: no
 ``finally`` block, ``with`` exit, ``atexit`` hook or buffered write of the subject runs, just
-as when a real process is killed. Subjects whose state lives in files, SQLite or a database
-server are judged by what they actually made durable.
+as when a real process is killed; a crash on any thread of the child ends all of them.
+Subjects whose state lives in files, SQLite or a database server are judged by what they
+actually made durable.
 
 Records, each a length-prefixed pickle:
 
     ("effect", name, arg, key, result)   a new effect happened (key may be None)
     ("conflict", conflict)               a key came back with another name or arg
     ("start", empty)                     state() right after a restart was empty or not
+    ("step", index)                      the life starts stepping input ``index``
     ("crash", calls, step)               the child is about to die at its crash point
     ("end", life)                        the life finished (completed or raised)
     ("died", description)                the subject ended the child itself (SystemExit, ...)
     ("raise", error)                     a CrashResumeError the parent must raise
+
+This module forks and decodes; ``_pool`` decides when, and watches the clock.
 """
 
 from __future__ import annotations
@@ -24,20 +28,23 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import signal
 import struct
 import sys
+import threading
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from crashresume._context import Context, ScenarioLog
-from crashresume._errors import CrashResumeError, IsolationError, UsageError
-from crashresume._runner import Factory, Life, describe_exception, live
+from crashresume._context import Conflict, Context, ScenarioLog
+from crashresume._errors import CrashResumeError, IsolationError
+from crashresume._runner import Factory, Life, LifeSpec, describe_exception, live
 from crashresume._scenarios import Point
 
 CRASH_STATUS = 86  # exit status of a child killed at its crash point
 _FATAL_STATUS = 87  # exit status of a child that could not even report its failure
 _HEADER = struct.Struct("<I")  # length prefix of one record, in bytes
-_READ_SIZE = 1 << 16  # bytes per read from the pipe
+_SEND_LOCK = threading.Lock()  # one record at a time, whichever thread of the child sends
 
 
 def _send(fd: int, record: tuple[Any, ...]) -> None:
@@ -52,74 +59,46 @@ def _send(fd: int, record: tuple[Any, ...]) -> None:
         )
         payload = pickle.dumps(("raise", error))
     view = memoryview(_HEADER.pack(len(payload)) + payload)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    with _SEND_LOCK:
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
 
 
 class _ForkedContext(Context):
     """A context whose records reach the parent and whose crash is ``os._exit``."""
 
-    __slots__ = ("_fd", "_sent_conflicts", "_sent_effects")
+    __slots__ = ("_fd",)
 
     def __init__(self, run_id: str, log: ScenarioLog, crash: Point | None, fd: int) -> None:
         super().__init__(run_id, log, crash)
         self._fd = fd
-        self._sent_effects = len(log.performed)
-        self._sent_conflicts = len(log.conflicts)
+        self._forked = True
 
-    def effect(
-        self,
-        name: str,
-        arg: Any,
-        key: Hashable | None = None,
-        *,
-        perform: Any = None,
-    ) -> Any:
-        result = Context.effect(self, name, arg, key, perform=perform)
-        self._flush(key, result)
-        return result
+    def _sent(self, name: str, arg: Any, key: Hashable | None, result: Any) -> None:
+        _send(self._fd, ("effect", name, arg, key, result))
 
-    def _flush(self, key: Hashable | None, result: Any) -> None:
-        performed = self._performed
-        if len(performed) > self._sent_effects:  # at most one new effect per call
-            name, arg = performed[-1]
-            _send(self._fd, ("effect", name, arg, key, result))
-            self._sent_effects = len(performed)
-        conflicts = self._conflicts
-        while self._sent_conflicts < len(conflicts):
-            _send(self._fd, ("conflict", conflicts[self._sent_conflicts]))
-            self._sent_conflicts += 1
+    def _conflict(self, conflict: Conflict) -> None:
+        super()._conflict(conflict)
+        _send(self._fd, ("conflict", conflict))
 
-    def _crash(
-        self, calls: int, *, before: bool, key: Hashable | None = None, result: Any = None
-    ) -> NoReturn:
-        self._flush(key, result)
+    def _crash(self, calls: int, *, before: bool) -> NoReturn:
         _send(self._fd, ("crash", calls, self._step))
         os._exit(CRASH_STATUS)
 
 
-def _child(
-    factory: Factory,
-    inputs: Sequence[Any],
-    run_id: str,
-    log: ScenarioLog,
-    crash: Point | None,
-    fd: int,
-    *,
-    restart: bool,
-    baseline: bool,
-) -> NoReturn:
+def _child(factory: Factory, inputs: Sequence[Any], spec: LifeSpec, fd: int) -> NoReturn:
     status = 0
     try:
-        ctx = _ForkedContext(run_id, log, crash, fd)
+        ctx = _ForkedContext(spec.run_id, spec.log, spec.crash, fd)
         life = live(
             factory,
             inputs,
             ctx,
-            restart=restart,
-            baseline=baseline,
+            restart=spec.restart,
+            baseline=spec.baseline,
             on_start=lambda empty: _send(fd, ("start", empty)),
+            on_step=lambda index: _send(fd, ("step", index)),
         )
         _send(fd, ("end", life))
     except CrashResumeError as exc:
@@ -134,6 +113,36 @@ def _child(
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(status)
+
+
+@dataclass(slots=True, kw_only=True)
+class Child:
+    """One forked life as the parent sees it while it runs."""
+
+    pid: int
+    fd: int  # the read end of its pipe
+    spec: LifeSpec
+    deadline: float | None  # time.monotonic() after which it is killed
+    chunks: list[bytes] = field(default_factory=list)
+
+
+def spawn(factory: Factory, inputs: Sequence[Any], spec: LifeSpec, deadline: float | None) -> Child:
+    """Fork a child that runs one life and reports over a pipe."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # or the child would print the parent's buffered output again
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(factory, inputs, spec, write_fd)
+    os.close(write_fd)
+    return Child(pid=pid, fd=read_fd, spec=spec, deadline=deadline)
+
+
+def kill(child: Child) -> None:
+    """SIGKILL a child that ran out of time (it may have just exited: that is fine)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(child.pid, signal.SIGKILL)
 
 
 def _records(data: bytes) -> list[tuple[Any, ...]]:
@@ -155,81 +164,45 @@ def _describe_status(status: int) -> str:
     return f"exited with status {os.waitstatus_to_exitcode(status)}"
 
 
-class ForkedRunner:
-    """Every life in a forked child (``mode="process"``)."""
-
-    mode = "process"
-
-    def __init__(self) -> None:
-        if not hasattr(os, "fork"):
-            raise UsageError(
-                "mode='process' needs os.fork, which this platform lacks; use mode='inprocess'"
-            )
-
-    def life(
-        self,
-        factory: Factory,
-        inputs: Sequence[Any],
-        run_id: str,
-        log: ScenarioLog,
-        crash: Point | None,
-        *,
-        restart: bool,
-        baseline: bool,
-    ) -> Life:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()  # or the child would print the parent's buffered output again
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read_fd)
-            _child(
-                factory, inputs, run_id, log, crash, write_fd, restart=restart, baseline=baseline
-            )
-        os.close(write_fd)
-        chunks = []
-        try:
-            while chunk := os.read(read_fd, _READ_SIZE):
-                chunks.append(chunk)
-        finally:
-            os.close(read_fd)
-            _, status = os.waitpid(pid, 0)
-        return self._merge(_records(b"".join(chunks)), log, status)
-
-    @staticmethod
-    def _merge(records: list[tuple[Any, ...]], log: ScenarioLog, status: int) -> Life:
-        """Apply the child's records to the parent's log and rebuild its ``Life``."""
-        ended: Life | None = None
-        crashed: tuple[int, int] | None = None
-        start_empty: bool | None = None
-        died: str | None = None
-        for record in records:
-            tag = record[0]
-            if tag == "effect":
-                _, name, arg, key, result = record
-                log.performed.append((name, arg))
-                if key is not None:
-                    log.remote[key] = (name, arg, result)
-            elif tag == "conflict":
-                log.conflicts.append(record[1])
-            elif tag == "start":
-                start_empty = record[1]
-            elif tag == "crash":
-                crashed = (record[1], record[2])
-            elif tag == "end":
-                ended = record[1]
-            elif tag == "died":
-                died = record[1]
-            elif tag == "raise":
-                error = record[1]
-                if not isinstance(error, CrashResumeError):
-                    raise IsolationError(f"a child sent {error!r} where an error was expected")
-                raise error
-        if ended is not None:
-            return ended
-        if crashed is not None:
-            calls, step = crashed
-            return Life(calls=calls, crash_step=step, start_empty=start_empty)
-        if died is None:
-            died = f"the child process {_describe_status(status)} before it finished its inputs"
-        return Life(error=died, start_empty=start_empty)
+def collect(child: Child, status: int, *, timed_out: str | None = None) -> Life:
+    """Apply a finished child's records to its scenario's log and rebuild its ``Life``."""
+    log = child.spec.log
+    ended: Life | None = None
+    crashed: tuple[int, int] | None = None
+    start_empty: bool | None = None
+    died: str | None = None
+    stepping = -1
+    for record in _records(b"".join(child.chunks)):
+        tag = record[0]
+        if tag == "effect":
+            _, name, arg, key, result = record
+            log.performed.append((name, arg))
+            if key is not None:
+                log.remote[key] = (name, arg, result)
+        elif tag == "conflict":
+            log.conflicts.append(record[1])
+        elif tag == "start":
+            start_empty = record[1]
+        elif tag == "step":
+            stepping = record[1]
+        elif tag == "crash":
+            crashed = (record[1], record[2])
+        elif tag == "end":
+            ended = record[1]
+        elif tag == "died":
+            died = record[1]
+        elif tag == "raise":
+            error = record[1]
+            if not isinstance(error, CrashResumeError):
+                raise IsolationError(f"a child sent {error!r} where an error was expected")
+            raise error
+    if ended is not None:
+        return ended
+    if crashed is not None:
+        calls, step = crashed
+        return Life(calls=calls, crash_step=step, start_empty=start_empty)
+    if timed_out is not None:
+        return Life(timed_out=timed_out, stepping=stepping, start_empty=start_empty)
+    if died is None:
+        died = f"the child process {_describe_status(status)} before it finished its inputs"
+    return Life(error=died, start_empty=start_empty)

@@ -86,11 +86,36 @@ def describe_difference(expected: Any, actual: Any) -> str:
     return f"{_short.repr(actual)}, baseline {_short.repr(expected)}"
 
 
+def make_finding(rerun: Rerun, kind: FindingKind, scenario: str, message: str) -> Finding:
+    return Finding(
+        kind=kind,
+        scenario=scenario,
+        message=message,
+        rerun=rerun.python(scenario),
+        rerun_cli=rerun.cli(scenario),
+    )
+
+
+def hang_message(who: str, life: Life, inputs: Sequence[Any]) -> str:
+    """What a start that ran out of time was doing: '<who> did not finish within ...'."""
+    if life.stepping < 0:
+        where = "while make_agent(ctx) ran"
+    elif life.stepping < len(inputs):
+        item = _short.repr(inputs[life.stepping])
+        where = f"while stepping input {life.stepping + 1} of {len(inputs)} ({item})"
+    else:
+        where = "after its last input"
+    return f"{who} {life.timed_out}, {where}"
+
+
 class Judge:
     """Holds what the baseline did and judges every scenario against it."""
 
-    def __init__(self, baseline: Life, log: ScenarioLog, rerun: Rerun) -> None:
+    def __init__(
+        self, baseline: Life, log: ScenarioLog, rerun: Rerun, inputs: Sequence[Any]
+    ) -> None:
         self._baseline = baseline
+        self._inputs = inputs
         self._performed = log.performed
         self._conflicted_keys = {conflict[0] for conflict in log.conflicts}
         self._baseline_conflicts = log.conflicts
@@ -99,13 +124,7 @@ class Judge:
         self._counts = self._count(log.performed)
 
     def _finding(self, kind: FindingKind, scenario: str, message: str) -> Finding:
-        return Finding(
-            kind=kind,
-            scenario=scenario,
-            message=message,
-            rerun=self._rerun.python(scenario),
-            rerun_cli=self._rerun.cli(scenario),
-        )
+        return make_finding(self._rerun, kind, scenario, message)
 
     def _count(self, performed: list[Effect]) -> Counter[Hashable]:
         if not self._frozen:
@@ -180,6 +199,10 @@ class Judge:
         findings = []
         last = lives[-1]
         for index, life in enumerate(lives):
+            if life.timed_out is not None:
+                who = "the first run (before its crash point)" if index == 0 else f"resume {index}"
+                message = hang_message(who, life, self._inputs)
+                findings.append(self._finding(FindingKind.TIMEOUT, scenario, message))
             if life.error is not None:
                 who = (
                     "the first run (before its crash point) raised; it should have repeated "

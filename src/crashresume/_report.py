@@ -69,6 +69,9 @@ class Report:
     mode: str  # "inprocess" or "process"
     crashes: int  # crashes per scenario the plan went up to
     baseline_effects: int  # effect calls the crash-free baseline made
+    explore: str = "exhaustive"  # "exhaustive" (the plan) or "hypothesis" (drawn schedules)
+    seed: int | None = None  # the Hypothesis seed (explore="hypothesis" only)
+    examples: int | None = None  # schedules Hypothesis ran (explore="hypothesis" only)
     scenarios: list[str] = field(default_factory=list)  # ids of the crash scenarios run
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things worth knowing that are not findings
@@ -89,6 +92,9 @@ class Report:
             "mode": self.mode,
             "crashes": self.crashes,
             "baseline_effects": self.baseline_effects,
+            "explore": self.explore,
+            "seed": self.seed,
+            "examples": self.examples,
             "scenarios": list(self.scenarios),
             "findings": [finding.to_dict() for finding in self.findings],
             "notes": list(self.notes),
@@ -97,6 +103,11 @@ class Report:
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    def _search(self) -> str:
+        if self.explore == "exhaustive":
+            return ""
+        return f", explore={self.explore} seed={self.seed} examples={self.examples}"
+
     def __str__(self) -> str:
         verdict = "PASSED" if self.passed else "FAILED"
         found = "no findings" if self.passed else _plural(len(self.findings), "finding")
@@ -104,7 +115,7 @@ class Report:
             f"crashresume: {verdict}: {self.subject} over {_plural(self.inputs, 'input')}, "
             f"{found} in {_plural(len(self.scenarios), 'crash scenario')} "
             f"({_plural(self.baseline_effects, 'effect call')} in the baseline, "
-            f"crashes={self.crashes}, mode={self.mode})"
+            f"crashes={self.crashes}, mode={self.mode}{self._search()})"
         ]
         by_kind: dict[FindingKind, list[Finding]] = {}
         for finding in self.findings:

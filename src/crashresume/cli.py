@@ -1,8 +1,10 @@
 """The ``crashresume`` command (also ``python -m crashresume``).
 
 crashresume --selftest [--mode process]
+crashresume --version
 crashresume check MODULE:FACTORY --inputs A B C [--mode process] [--crashes 2]
-                  [--only SCENARIO] [--json PATH]
+                  [--only SCENARIO] [--json PATH] [--timeout S] [--workers N]
+                  [--explore hypothesis] [--max-examples N] [--seed N]
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from crashresume._watchdog import DEFAULT_TIMEOUT
 
 EXIT_PASSED = 0  # conform found nothing / the selftest matched
 EXIT_FINDINGS = 1  # conform reported at least one finding
@@ -35,6 +39,15 @@ scenario ids: run-<k> dies right after effect call k, run-before-<k> right befor
 """
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("crashresume")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="crashresume",
@@ -49,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run a conforming subject and broken ones; check each finding appears exactly "
         "where expected",
     )
+    parser.add_argument("--version", action="version", version=f"crashresume {_version()}")
     modes = ("inprocess", "process")
     parser.add_argument(
         "--mode", choices=modes, default="inprocess", help="isolation (default: inprocess)"
@@ -68,11 +82,34 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--crashes",
         type=int,
-        default=1,
-        help="crashes per scenario (default 1; 2 also crashes once during each recovery)",
+        default=None,
+        help="crashes per scenario (default 1; 2 also crashes once during each recovery; "
+        "with --explore hypothesis the most a schedule has, default 5)",
     )
     check.add_argument("--only", metavar="SCENARIO", help="run just this scenario, e.g. run-3")
-    check.add_argument("--json", metavar="PATH", help="write the JSON report here ('-': stdout)")
+    check.add_argument(
+        "--json",
+        metavar="PATH",
+        help="write the JSON report here; '-': only the JSON on stdout, the text on stderr",
+    )
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds one start may take (default {DEFAULT_TIMEOUT:g}; 0: no limit)",
+    )
+    check.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="scenarios at a time (process mode)"
+    )
+    check.add_argument(
+        "--explore",
+        choices=("exhaustive", "hypothesis"),
+        default="exhaustive",
+        help="every crash point of the plan (default), or schedules drawn by Hypothesis",
+    )
+    check.add_argument("--max-examples", type=int, default=100, metavar="N", help="(hypothesis)")
+    check.add_argument("--seed", type=int, metavar="N", help="the Hypothesis seed")
     return parser
 
 
@@ -108,12 +145,23 @@ def _check(options: argparse.Namespace, mode: str) -> int:
 
     factory = _load(options.target)
     report = conform(
-        factory, inputs=options.inputs, crashes=options.crashes, mode=mode, only=options.only
+        factory,
+        inputs=options.inputs,
+        crashes=options.crashes,
+        mode=mode,
+        only=options.only,
+        timeout=options.timeout or None,
+        workers=options.workers,
+        explore=options.explore,
+        max_examples=options.max_examples,
+        seed=options.seed,
     )
-    print(report)
-    if options.json == "-":
+    if options.json == "-":  # stdout is for the JSON alone, so that `| jq` works
+        print(report, file=sys.stderr)
         print(report.to_json())
-    elif options.json:
+        return EXIT_PASSED if report.passed else EXIT_FINDINGS
+    print(report)
+    if options.json:
         Path(options.json).write_text(report.to_json() + "\n")
     return EXIT_PASSED if report.passed else EXIT_FINDINGS
 

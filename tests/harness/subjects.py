@@ -74,6 +74,18 @@ class SavesFirstAgent(SeedAgent):
         self.charge(job)
 
 
+class ForgetfulAgent(SeedAgent):
+    """Bug: progress lives only in memory, so a restart starts from nothing."""
+
+    def step(self, job: str) -> None:
+        if job not in self.done:
+            self.charge(job)
+            self.done.add(job)  # never saved
+
+    def state(self) -> set[str]:
+        return set(self.done)
+
+
 def factory(agent: type[SeedAgent] = SeedAgent) -> Factory:
     stores: dict[str, MemoryStore] = {}
 

@@ -128,8 +128,9 @@ def test_check_exits_1_with_findings_whose_cli_rerun_line_reproduces_one_scenari
     status = cli.main(["check", f"{agents}:make_unkeyed", "--inputs", "a", "b", "--json", "-"])
 
     assert status == cli.EXIT_FINDINGS
-    out = capsys.readouterr().out
-    report = json.loads(out[out.index("\n{") :])
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)  # stdout holds the JSON and nothing else
+    assert captured.err.startswith("crashresume: FAILED: make_unkeyed over 2 inputs")
     assert [f["scenario"] for f in report["findings"]] == ["run-1", "run-2"]
     rerun = report["findings"][1]["rerun_cli"]
     assert rerun == (f"crashresume check {agents}:make_unkeyed --inputs a b --only run-2")
@@ -195,3 +196,52 @@ def test_help_exits_0_and_documents_every_exit_status(capsys: pytest.CaptureFixt
         "4  not judged",
     ]:
         assert line in out
+
+
+def test_version_prints_the_installed_version_and_exits_0(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from importlib.metadata import version
+
+    assert cli.main(["--version"]) == cli.EXIT_PASSED
+
+    assert capsys.readouterr().out == f"crashresume {version('crashresume')}\n"
+
+
+def test_json_to_stdout_pipes_into_jq_with_the_text_report_on_stderr(agents: str) -> None:
+    jq = shutil.which("jq")
+    command = [sys.executable, "-m", "crashresume", "check", f"{agents}:make_unkeyed"]
+    done = subprocess.run(
+        [*command, "--inputs", "a", "b", "--json", "-"], capture_output=True, text=True
+    )
+
+    assert done.returncode == cli.EXIT_FINDINGS, done.stderr
+    report = json.loads(done.stdout)
+    assert report["passed"] is False
+    assert "duplicate_effect: 2 scenarios" in done.stderr
+    assert "crashresume: FAILED" not in done.stdout
+    if jq is not None:
+        kinds = subprocess.run(
+            [jq, "-r", ".findings[].kind"], input=done.stdout, capture_output=True, text=True
+        )
+        assert kinds.stdout.split() == ["duplicate_effect", "duplicate_effect"]
+
+
+def test_check_passes_timeout_workers_and_explore_through(
+    agents: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["check", f"{agents}:make_unkeyed", "--inputs", "a", "b", "--json", "-"]
+    assert cli.main([*args, "--mode", "process"]) == 1
+    serial = json.loads(capsys.readouterr().out)
+    assert cli.main([*args, "--mode", "process", "--workers", "2", "--timeout", "30"]) == 1
+    parallel = json.loads(capsys.readouterr().out)
+    sys.modules[agents].STORES.clear()
+    assert cli.main([*args, "--explore", "hypothesis", "--max-examples", "5", "--seed", "7"]) == 1
+    drawn = json.loads(capsys.readouterr().out)
+
+    assert parallel["mode"] == "process"
+    assert parallel == serial
+    assert {f["kind"] for f in parallel["findings"]} >= {"duplicate_effect"}
+    assert drawn["explore"] == "hypothesis"
+    assert drawn["seed"] == 7
+    assert drawn["findings"][0]["kind"] == "duplicate_effect"

@@ -69,3 +69,16 @@ def test_the_harness_imports_no_third_party_module() -> None:
         [sys.executable, "-c", probe], check=True, capture_output=True, text=True
     ).stdout
     assert out.strip() == "['crashresume']"
+
+
+def test_the_adapters_import_their_framework_only_when_used() -> None:
+    probe = (
+        "import sys; import crashresume, crashresume.adapters.http, "
+        "crashresume.adapters.dbos, crashresume.adapters.langgraph; crashresume.conform; "
+        "print(sorted(m for m in ('httpx', 'httpx2', 'dbos', 'langgraph', 'hypothesis') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
+    ).stdout
+    assert out.strip() == "[]"
