@@ -195,7 +195,9 @@ def test_an_older_database_is_refused_by_the_operator_and_upgraded_by_a_worker(
 ) -> None:
     with db.connection(older_database) as old:
         assert not db.has_schema(old)
-        with pytest.raises(DatabaseError, match=r"older crashresume schema \(not 'crashresume schema 2'\)"):
+        with pytest.raises(
+            DatabaseError, match=r"older crashresume schema \(not 'crashresume schema 2'\)"
+        ):
             db.require_schema(old)
     refused = cli(older_database, "show", "before")
     assert refused.code == EXIT_RETRY_LATER and "older crashresume schema" in refused.stderr
