@@ -25,6 +25,7 @@ from __future__ import annotations
 import unicodedata
 
 from .errors import InvalidRunId
+from .logfmt import escape
 
 MAX_LENGTH = 200  # characters in a run id
 SHOWN = 60  # characters of a refused id quoted back in the message
@@ -75,8 +76,8 @@ def check_run_id(run_id: object, *, source: str = "run id") -> str:
     if problem is None:
         assert isinstance(run_id, str)
         return run_id
-    if isinstance(run_id, str):
-        shown = repr(run_id[:SHOWN]) + ("..." if len(run_id) > SHOWN else "")
+    if isinstance(run_id, str):  # quoted with its control characters escaped
+        shown = f"'{escape(run_id[:SHOWN])}'" + ("..." if len(run_id) > SHOWN else "")
     else:
         shown = repr(run_id)
     raise InvalidRunId(f"{source} {shown} is refused: {problem}; {RULE}")
