@@ -159,17 +159,18 @@ class Supervisor:
 
         Our own child is dead for certain: its lease need not run out first. After a first
         death since the last progress the run goes again at once (a one-off: a deploy, an
-        OOM kill); deaths in a row back off like resumable errors, so a run that kills its
-        worker every time does not spin. A worker that stopped cleanly released the run
-        with its own reason and backoff already.
+        OOM kill; or our own SIGTERM when stopping); deaths in a row back off like resumable
+        errors, so a run that kills its worker every time does not spin. A worker that
+        stopped cleanly released the run with its own reason and backoff already.
         """
         run = self.journal.get_run(lease.run_id)
         if run is None:
             return
         if run.status == "running" and run.owner is not None and run.generation == lease.generation:
             died = code == EXIT_CRASHED or code < 0
-            if died:
-                delay = self.backoff.delay(run.attempts - 1) if run.attempts > 1 else 0.0
+            if died:  # a worker we stopped ourselves (SIGTERM) did nothing wrong either
+                again = run.attempts > 1 and not self.stopping
+                delay = self.backoff.delay(run.attempts - 1) if again else 0.0
             else:
                 delay = self.backoff.delay(run.attempts)
             reason = None if died else f"the worker exited with code {code} (see its log)"
@@ -397,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="exit once nothing is claimable and no worker is running",
+        help="exit once nothing is claimable and no worker is running (a run waiting out a "
+        "backoff is not claimable)",
     )
     return parser
 
