@@ -161,3 +161,20 @@ def test_a_run_that_kills_its_worker_every_time_is_resumed_once_at_once_then_wai
     assert "backoff run=poison attempt=3 until=" in second.text
     clock.advance(conn, 30)
     assert _run(conn, "poison")["waiting"]  # the third wait is longer than the second
+
+
+def test_a_stopping_supervisor_hands_back_at_once_even_a_run_that_failed_before(
+    agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    journal = Journal(conn)
+    journal.create_run("tried")
+    for _ in range(2):  # two attempts without progress already: a death would back off
+        lease = journal.claim("tried", "w:1:x", 12.0)
+        assert lease is not None and journal.release(lease, "ModelUnavailable: down", 0.0)
+    mock_servers.set_model_faults(latency=0.5)
+    sup = supervisors(*FAST)
+    wait_for("the worker", lambda: sup.resumed("tried"))
+    assert sup.stop() == 0
+    run = _run(conn, "tried")
+    assert run["owner"] is None and not run["waiting"], sup.text  # the SIGTERM was ours
+    assert "backoff run=tried" not in sup.text

@@ -247,3 +247,15 @@ def test_the_log_formatter_escapes_what_a_value_brings_in() -> None:
     line = LineFormatter().format(record)
     assert line == f"ERROR stopped run=r reason={escape(NASTY)}"
     assert "\x1b" not in line and "\n" not in line and "\x9b" not in line
+
+
+def test_an_escaped_cell_still_lines_up_with_its_column(conn: Any, database_url: str) -> None:
+    journal = Journal(conn)
+    for run_id, owner in (("odd", "host\x1b[2J:1:x"), ("even", "plain-host:2:y")):
+        journal.create_run(run_id)
+        assert journal.claim(run_id, owner, 12.0) is not None  # tokens of another version
+
+    rows = cli(database_url, "runs").stdout.splitlines()[1:3]
+
+    assert all("\x1b" not in row for row in rows)
+    assert len({wcswidth(row[: row.index("expires")]) for row in rows}) == 1, rows

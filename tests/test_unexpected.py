@@ -99,3 +99,14 @@ def test_the_cli_prints_an_unexpected_error_as_one_line_and_exits_70(
     assert "\\nTraceback (most recent call last):\\n" in line
     assert "\x1b" not in result.out
     assert _run(conn, "cli-bug")["failure"].startswith("UnexpectedError: RuntimeError: decide")
+
+
+def test_the_cli_prints_a_bug_before_any_run_is_held_as_one_line_and_exits_70(
+    agent: Agent, conn: Any
+) -> None:
+    result = agent.run("cli-open", **_buggy("open"))
+    assert result.code == EXIT_SOFTWARE, result.out
+    assert result.out.strip().splitlines() == _errors(result.out)  # one line, nothing raw
+    (line,) = _errors(result.out)
+    assert line.startswith("ERROR unexpected error='RuntimeError: open: a bug on purpose ")
+    assert "\\nTraceback (most recent call last):\\n" in line and "\x1b" not in result.out
