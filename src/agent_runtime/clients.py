@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
 
 from .backoff import Backoff, uniform
-from .config import MODEL_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_CAP
+from .config import MODEL_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_CAP, TOOL_RETRIES
 from .errors import (
     MalformedAnswer,
     ModelError,
@@ -78,23 +78,29 @@ def _error_of(response: httpx.Response) -> tuple[str, str]:
 
 
 class _Client:
-    """What both clients share: one ``httpx.Client``, and how they wait between attempts."""
+    """What both clients share: one ``httpx.Client``, and how they wait between attempts.
+
+    ``retries`` extra attempts (default: the client's own, :attr:`default_retries`), the
+    first after ``backoff`` seconds, doubled each time, with jitter from ``rand``.
+    """
+
+    default_retries: ClassVar[int]
 
     def __init__(
         self,
         base_url: str,
         *,
         timeout: float,
-        retries: int,
-        backoff: float,
-        transport: httpx.BaseTransport | None,
-        sleep: Callable[[float], None],
-        rand: Callable[[], float],
+        retries: int | None = None,
+        backoff: float = RETRY_BACKOFF,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = uniform,
     ) -> None:
         self._http = httpx.Client(
             base_url=base_url, timeout=timeout, transport=transport, verify=tls_context()
         )
-        self._retries = retries
+        self._retries = self.default_retries if retries is None else retries
         self._backoff = Backoff(base=backoff, cap=RETRY_BACKOFF_CAP, rand=rand)
         self._sleep = sleep
 
@@ -119,26 +125,7 @@ class ModelClient(_Client):
     """Asks the model for the next step; a connect error, a 5xx or a timeout is asked
     again (after an exponential wait with jitter, ``retries`` times at most)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout: float,
-        retries: int = MODEL_RETRIES,
-        backoff: float = RETRY_BACKOFF,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rand: Callable[[], float] = uniform,
-    ) -> None:
-        super().__init__(
-            base_url,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            transport=transport,
-            sleep=sleep,
-            rand=rand,
-        )
+    default_retries = MODEL_RETRIES
 
     def decide(self, run_id: str, history: list[dict[str, Any]]) -> object:
         """Ask for the next step. Returns the raw answer; parsing is the caller's.
@@ -187,26 +174,7 @@ class ModelClient(_Client):
 class CloudClient(_Client):
     """Sends tool calls; a 5xx or a timeout is sent again under the same key."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout: float,
-        retries: int,
-        backoff: float,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rand: Callable[[], float] = uniform,
-    ) -> None:
-        super().__init__(
-            base_url,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            transport=transport,
-            sleep=sleep,
-            rand=rand,
-        )
+    default_retries = TOOL_RETRIES
 
     def call(self, tool: Tool, args: dict[str, Any], *, key: str, generation: int) -> CallResult:
         """Send one tool call; re-send under the same key after a 5xx or a timeout."""

@@ -29,6 +29,8 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from .. import config, db
 from ..dbsource import database_url
@@ -46,6 +48,7 @@ from .text import (
 )
 
 log = logging.getLogger(__name__)
+R = TypeVar("R", bound="_Result")
 
 
 # -- the commands --------------------------------------------------------------------------
@@ -63,6 +66,18 @@ def _emit(text: str) -> None:
 
 def _print_json(data: object) -> None:
     _emit(json.dumps(data, indent=2, default=str))
+
+
+class _Result(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def _print_result(result: R, text: Callable[[R], str], *, as_json: bool) -> None:
+    """A command's outcome: its JSON, or its text."""
+    if as_json:
+        _print_json(result.to_json())
+    else:
+        _emit(text(result))
 
 
 def _reading(settings: config.Settings) -> db.Connection:
@@ -119,10 +134,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_resolve(args: argparse.Namespace) -> int:
     settings = config.from_env()
     resolution = resolve_run(settings, database_url(settings), args.run_id, takeover=args.takeover)
-    if args.json:
-        _print_json(resolution.to_json())
-    else:
-        _emit(format_resolution(resolution))
+    _print_result(resolution, format_resolution, as_json=args.json)
     return 0
 
 
@@ -132,10 +144,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         cancellation = cancel_run(conn, args.run_id, args.reason)
     finally:
         conn.close()
-    if args.json:
-        _print_json(cancellation.to_json())
-    else:
-        _emit(format_cancellation(cancellation))
+    _print_result(cancellation, format_cancellation, as_json=args.json)
     return 0
 
 
@@ -146,10 +155,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
         retry = retry_run(conn, args.run_id)
     finally:
         conn.close()
-    if args.json:
-        _print_json(retry.to_json())
-    else:
-        _emit(format_retry(retry))
+    _print_result(retry, format_retry, as_json=args.json)
     return 0
 
 
