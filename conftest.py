@@ -1,3 +1,9 @@
 """Root conftest: thin on purpose. Fixtures live in the named modules below."""
 
-pytest_plugins = ["tests.fix_db", "tests.fix_mocks", "tests.fix_runtime", "tests.fix_supervisor"]
+pytest_plugins = [
+    "tests.fix_db",
+    "tests.fix_mocks",
+    "tests.fix_runtime",
+    "tests.fix_supervisor",
+    "tests.fix_proxy",
+]

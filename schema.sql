@@ -22,23 +22,31 @@ $$;
 CREATE TABLE IF NOT EXISTS runs (
     id text PRIMARY KEY,
     status text NOT NULL DEFAULT 'pending' CHECK (status IN (
-        'pending',    -- created, never claimed                  -> running
+        'pending',    -- created and never claimed, or put back by an operator's
+                      -- retry (then generation > 0)             -> running
         'running',    -- a worker holds (or held) the lease       -> done | failed | cancelled
         'done',       -- the model answered "done"; terminal
-        'failed',     -- gave up after a permanent error or too many attempts; terminal
+        'failed',     -- a permanent error, or the supervisor gave up; final until an
+                      -- operator's retry                         -> pending
         'cancelled'   -- an operator stopped it; terminal
     )),
     owner text,                        -- token of the worker holding the lease, NULL when free
     generation bigint NOT NULL DEFAULT 0,  -- bumped by every claim; fences older owners
-    lease_expires_at timestamptz,      -- cr_now() past this: the owner is presumed dead
+    lease_expires_at timestamptz,      -- cr_now() past this: the owner is presumed dead;
+                                       -- with owner NULL: not claimable before (a backoff)
     llm_calls integer NOT NULL DEFAULT 0,  -- model answers that were journaled
-    attempts integer NOT NULL DEFAULT 0,   -- claims that ended without finishing the run
+    attempts integer NOT NULL DEFAULT 0,   -- claims since the last progress (a confirm)
     failure text,                      -- why a run is failed (or why the last attempt stopped)
     created_at timestamptz NOT NULL DEFAULT cr_now(),
     updated_at timestamptz NOT NULL DEFAULT cr_now()
 );
 CREATE INDEX IF NOT EXISTS runs_claimable ON runs (lease_expires_at)
     WHERE status IN ('pending', 'running');
+-- The last progress: the run's creation, a confirm, or an operator's retry. The supervisor
+-- gives up on a run only when max_attempts claims *and* give_up_after seconds since the
+-- first claim after it brought none (give_up_exhausted). Added by ALTER for older databases
+-- (their runs count from the upgrade).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS progress_at timestamptz NOT NULL DEFAULT cr_now();
 
 -- One row per decided step: the model's answer, journaled before it is acted on.
 CREATE TABLE IF NOT EXISTS decisions (
@@ -96,6 +104,24 @@ ALTER TABLE run_claims ADD COLUMN IF NOT EXISTS reason text CHECK (reason IN (
                     -- at its next write
 ));
 
+-- One row per operator's retry (python -m agent_runtime retry RUN): what the run was
+-- before, so its history keeps the failure that the retry cleared.
+CREATE TABLE IF NOT EXISTS run_retries (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- in the order they happened
+    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    generation bigint NOT NULL,        -- the run's generation when retried (a claim bumps it)
+    previous_status text NOT NULL CHECK (previous_status IN (
+        'failed',     -- put back to pending; attempts, backoff and give-up clock reset
+        'pending',    -- free but not final (never claimed, or backing off): attempts,
+        'running'     -- backoff and give-up clock reset, the status kept
+    )),
+    previous_failure text,             -- runs.failure before the retry (then cleared)
+    previous_attempts integer NOT NULL,
+    previous_since timestamptz NOT NULL,  -- runs.updated_at before: when it failed or stopped
+    retried_at timestamptz NOT NULL DEFAULT cr_now()
+);
+CREATE INDEX IF NOT EXISTS run_retries_of_run ON run_retries (run_id);
+
 -- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
 -- half-applied schema is applied again.
-COMMENT ON TABLE runs IS 'crashresume schema 2';
+COMMENT ON TABLE runs IS 'crashresume schema 3';

@@ -95,8 +95,8 @@ def supervisors(agent: Any) -> Iterator[Callable[..., SupervisorProcess]]:
             DATABASE_URL=agent.database_url,
             CLOUD_URL=agent.cloud_url,
             MODEL_URL=agent.model_url,
-            **env,
         )
+        full.update(env)  # a test may point a remote elsewhere, e.g. through a proxy
         sup = SupervisorProcess(full, *args)
         started.append(sup)
         return sup

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_runtime import clock, config, db
 from agent_runtime.crash import CRASH_POINTS
 from agent_runtime.errors import EXIT_FAILED, EXIT_RETRY_LATER, EXIT_USAGE
 from agent_runtime.journal import Journal
@@ -16,7 +17,15 @@ from .fix_runtime import Agent, cloud_key, journal_rows
 from .fix_supervisor import SupervisorProcess
 
 
+def _past_the_backoff(agent: Agent) -> None:
+    """A run stopped by a resumable error is not claimable before its backoff: move the
+    clock past the longest one instead of waiting."""
+    with db.connection(agent.database_url) as conn:
+        clock.advance(conn, config.RUN_BACKOFF_CAP)
+
+
 def _finishes_cleanly_afterwards(agent: Agent, mock_servers: Any, run_id: str) -> None:
+    _past_the_backoff(agent)
     again = agent.run(run_id)
     assert again.code == 0, again.out
     assert mock_servers.resources(run_id)["total"] == 3
@@ -112,6 +121,7 @@ def test_a_cloud_that_never_answers_leaves_the_intent_for_the_restart(
     calls = journal_rows(conn, "t-down")["calls"]
     assert [c["state"] for c in calls] == ["intent"]
     mock_servers.set_cloud_faults(fail_before=0)
+    _past_the_backoff(agent)
     again = agent.run("t-down")
     assert again.code == 0, again.out
     assert "resending run=t-down seq=0" in again.out

@@ -12,6 +12,7 @@ import agent_runtime
 INTENDED = [
     "CRASH_POINTS",
     "AgentRuntimeError",
+    "BackingOff",
     "ConfigError",
     "CrashPlan",
     "DatabaseError",
@@ -19,11 +20,13 @@ INTENDED = [
     "History",
     "InjectedCrash",
     "InvalidArguments",
+    "InvalidRunId",
     "Journal",
     "Lease",
     "LeaseLost",
     "MalformedAnswer",
     "ModelError",
+    "ModelUnavailable",
     "Outcome",
     "RemoteError",
     "RemoteRejected",
@@ -35,9 +38,11 @@ INTENDED = [
     "StaleGeneration",
     "Supervisor",
     "ToolCall",
+    "UnexpectedError",
     "UnknownTool",
     "UnusableDecision",
     "Worker",
+    "WrongEndpoint",
 ]
 
 

@@ -1,6 +1,7 @@
 """The mock cloud's HTTP contract, as one route table over a `Cloud`.
 
-POST /v1/servers | /v1/databases | /v1/dns_records   create (Idempotency-Key required)
+POST /v1/servers | /v1/databases | /v1/dns_records   create (Idempotency-Key required,
+                                                      percent-decoded as UTF-8)
 GET  /v1/resources[?run=<run_id>]                     counts and records
 GET  /v1/keys/{key}                                   one record + its request count
 GET  /v1/answers[?run=<run_id>]                       every request's answer, in order
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from urllib.parse import unquote
 
 from mock_remotes._wire import Call, Reply, Router
 from mock_remotes.cloudcore import PLURAL, Cloud, Kind, Unreadable
@@ -55,7 +57,9 @@ def cloud_router(cloud: Cloud) -> Router:
 
     def creator(kind: Kind) -> None:
         def create(call: Call, params: Mapping[str, str]) -> Reply:
-            key = (call.header(KEY_HEADER) or "").strip()
+            # The runtime percent-encodes what a header cannot carry (a run id like
+            # "rün-日本"): keep the key as the journal has it.
+            key = unquote((call.header(KEY_HEADER) or "").strip())
             if not key:
                 raise MissingIdempotencyKey(f"send an {KEY_HEADER} header, e.g. 'run42:3'")
             generation = _generation(call)

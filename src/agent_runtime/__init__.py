@@ -19,6 +19,7 @@ import typing as _typing
 __all__ = [
     "CRASH_POINTS",
     "AgentRuntimeError",
+    "BackingOff",
     "ConfigError",
     "CrashPlan",
     "DatabaseError",
@@ -26,11 +27,13 @@ __all__ = [
     "History",
     "InjectedCrash",
     "InvalidArguments",
+    "InvalidRunId",
     "Journal",
     "Lease",
     "LeaseLost",
     "MalformedAnswer",
     "ModelError",
+    "ModelUnavailable",
     "Outcome",
     "RemoteError",
     "RemoteRejected",
@@ -42,14 +45,17 @@ __all__ = [
     "StaleGeneration",
     "Supervisor",
     "ToolCall",
+    "UnexpectedError",
     "UnknownTool",
     "UnusableDecision",
     "Worker",
+    "WrongEndpoint",
 ]
 
 _HOME = {
     "CRASH_POINTS": "agent_runtime.crash",
     "AgentRuntimeError": "agent_runtime.errors",
+    "BackingOff": "agent_runtime.errors",
     "ConfigError": "agent_runtime.errors",
     "CrashPlan": "agent_runtime.crash",
     "DatabaseError": "agent_runtime.errors",
@@ -57,11 +63,13 @@ _HOME = {
     "History": "agent_runtime.records",
     "InjectedCrash": "agent_runtime.crash",
     "InvalidArguments": "agent_runtime.errors",
+    "InvalidRunId": "agent_runtime.errors",
     "Journal": "agent_runtime.journal",
     "Lease": "agent_runtime.records",
     "LeaseLost": "agent_runtime.errors",
     "MalformedAnswer": "agent_runtime.errors",
     "ModelError": "agent_runtime.errors",
+    "ModelUnavailable": "agent_runtime.errors",
     "Outcome": "agent_runtime.worker",
     "RemoteError": "agent_runtime.errors",
     "RemoteRejected": "agent_runtime.errors",
@@ -73,9 +81,11 @@ _HOME = {
     "StaleGeneration": "agent_runtime.errors",
     "Supervisor": "agent_runtime.supervisor",
     "ToolCall": "agent_runtime.records",
+    "UnexpectedError": "agent_runtime.errors",
     "UnknownTool": "agent_runtime.errors",
     "UnusableDecision": "agent_runtime.errors",
     "Worker": "agent_runtime.worker",
+    "WrongEndpoint": "agent_runtime.errors",
 }
 
 if _typing.TYPE_CHECKING:
@@ -83,20 +93,25 @@ if _typing.TYPE_CHECKING:
     from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash
     from agent_runtime.errors import (
         AgentRuntimeError,
+        BackingOff,
         ConfigError,
         DatabaseError,
         InvalidArguments,
+        InvalidRunId,
         LeaseLost,
         MalformedAnswer,
         ModelError,
+        ModelUnavailable,
         RemoteError,
         RemoteRejected,
         RemoteUnavailable,
         RunNotFound,
         RunUnavailable,
         StaleGeneration,
+        UnexpectedError,
         UnknownTool,
         UnusableDecision,
+        WrongEndpoint,
     )
     from agent_runtime.journal import Journal
     from agent_runtime.records import Decision, History, Lease, Run, ToolCall

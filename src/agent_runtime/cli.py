@@ -1,8 +1,10 @@
 """``python -m agent_runtime``: run an agent, the demo, and the local database.
 
-Exit codes: 0 done, 1 injected crash, 2 bad usage or configuration, 3 the run
-failed for good, 4 stopped but resumable (retry later), 5 another worker owns
-the run. Environment variables are read here and nowhere else.
+Exit codes: 0 done, 1 injected crash, 2 bad usage or configuration (a refused run
+id; a remote answering 404/405, which leaves the run resumable), 3 the run failed
+(until an operator's ``retry``), 4 stopped but resumable, or backing off (retry
+later), 5 another worker owns the run, 70 an unexpected error (a bug: the traceback
+is on the ERROR line). Environment variables are read here and nowhere else.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from collections.abc import Sequence
 from . import config, db, logfmt
 from ._version import version
 from .dbsource import database_url
-from .errors import EXIT_USAGE, AgentRuntimeError
+from .errors import EXIT_SOFTWARE, EXIT_USAGE, AgentRuntimeError
 from .records import Lease
+from .runid import check_run_id
 from .worker import Worker
 
 log = logging.getLogger("agent_runtime")
@@ -30,9 +33,19 @@ def _new_run_id() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
 
+def _run_id(args: argparse.Namespace) -> str:
+    """``--run-id``, else ``$RUN_ID`` (empty counts as unset), else a new id; checked."""
+    if args.run_id is not None:
+        return check_run_id(args.run_id, source="--run-id")
+    configured = os.environ.get("RUN_ID")
+    if configured:
+        return check_run_id(configured, source="RUN_ID")
+    return _new_run_id()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     settings = config.from_env()
-    run_id = args.run_id or os.environ.get("RUN_ID") or _new_run_id()
+    run_id = _run_id(args)  # before anything is started or written
     url = database_url(settings)
     worker = Worker.open(settings, url)
     try:
@@ -94,6 +107,10 @@ ENVIRONMENT = (
     "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default ./.crashresume)",
     "CLOUD_URL, MODEL_URL (the remotes)",
     "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
+    "RUN_BACKOFF, RUN_BACKOFF_CAP (seconds a run stopped by a resumable error waits, first "
+    "and at most)",
+    "MAX_ATTEMPTS, GIVE_UP_AFTER (claims, and seconds, without progress before the "
+    "supervisor fails a run: both must be reached)",
 )
 
 
@@ -103,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A durable agent loop: provisions a server, a database and a DNS record, "
         "and survives a crash at any step.",
         epilog=f"Environment: {'; '.join(ENVIRONMENT)}. Exit codes: 0 done, 1 injected crash, "
-        "2 usage, 3 run failed, 4 stopped but resumable, 5 run owned by another worker.",
+        "2 usage or configuration, 3 run failed, 4 stopped but resumable (or backing off), "
+        "5 run owned by another worker, 70 unexpected error.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command")
@@ -139,4 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_USAGE
+    except Exception as exc:  # a bug: one ERROR line carrying the traceback, never a raw one
+        log.error("unexpected error=%r", f"{type(exc).__name__}: {exc}", exc_info=exc)
+        return EXIT_SOFTWARE
     return code

@@ -1,6 +1,9 @@
 """HTTP clients of the two remotes: the model that decides, the cloud that acts.
 
-Both take an ``httpx.BaseTransport`` so tests can serve them in-process.
+Both take an ``httpx.BaseTransport`` so tests can serve them in-process, and retry
+what is transient (a connect error, a 5xx, a timeout) after exponential waits with
+jitter (:mod:`agent_runtime.backoff`; ``sleep`` and ``rand`` are injectable). A 404 or
+a 405 is never retried: the URL names the wrong service (:class:`WrongEndpoint`).
 """
 
 from __future__ import annotations
@@ -12,16 +15,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import quote
 
 import httpx
 
+from .backoff import Backoff, uniform
+from .config import MODEL_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_CAP, TOOL_RETRIES
 from .errors import (
     MalformedAnswer,
     ModelError,
+    ModelUnavailable,
     RemoteRejected,
     RemoteUnavailable,
     StaleGeneration,
+    WrongEndpoint,
 )
 from .tools import Tool
 
@@ -29,12 +37,27 @@ log = logging.getLogger(__name__)
 
 KEY_HEADER = "Idempotency-Key"
 GENERATION_HEADER = "X-Fencing-Generation"
+WRONG_ENDPOINT = (404, 405)  # the URL reaches a server that is not the service it names
+# Printable ASCII but the space and "%": what a key keeps as it is on the wire.
+WIRE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
 @dataclass(frozen=True, kw_only=True)
 class CallResult:
     result: dict[str, Any]
     remote_status: str  # 'created' | 'already_done'
+
+
+def wire_key(key: str) -> str:
+    """The idempotency key as its header carries it: UTF-8, percent-encoded.
+
+    A header value is ASCII, a run id need not be (``rün-日本-🚀:0``). Printable ASCII but
+    the space and ``%`` stays as it is, so ``demo:1`` is sent as ``demo:1``; everything
+    else becomes ``%XX``. The encoding is deterministic, so every re-send of one intent
+    carries the same header, and reversible: the mock cloud decodes it
+    (``urllib.parse.unquote``) and keeps the key the journal has.
+    """
+    return quote(key, safe=WIRE_SAFE)
 
 
 @cache
@@ -54,29 +77,89 @@ def _error_of(response: httpx.Response) -> tuple[str, str]:
     return "unknown", str(body)[:200]
 
 
-class ModelClient:
+class _Client:
+    """What both clients share: one ``httpx.Client``, and how they wait between attempts.
+
+    ``retries`` extra attempts (default: the client's own, :attr:`default_retries`), the
+    first after ``backoff`` seconds, doubled each time, with jitter from ``rand``.
+    """
+
+    default_retries: ClassVar[int]
+
     def __init__(
         self,
         base_url: str,
         *,
         timeout: float,
+        retries: int | None = None,
+        backoff: float = RETRY_BACKOFF,
         transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = uniform,
     ) -> None:
         self._http = httpx.Client(
             base_url=base_url, timeout=timeout, transport=transport, verify=tls_context()
         )
+        self._retries = self.default_retries if retries is None else retries
+        self._backoff = Backoff(base=backoff, cap=RETRY_BACKOFF_CAP, rand=rand)
+        self._sleep = sleep
 
     def close(self) -> None:
         self._http.close()
 
+    def _pause(self, attempt: int) -> None:
+        """Wait before ``attempt`` (0 is the first: no wait)."""
+        if attempt:
+            self._sleep(self._backoff.delay(attempt))
+
+    def _wrong_endpoint(self, response: httpx.Response, variable: str, what: str) -> WrongEndpoint:
+        error, detail = _error_of(response)
+        return WrongEndpoint(
+            f"{self._http.base_url} answered HTTP {response.status_code} {error} to "
+            f"{response.request.method} {response.request.url.path} ({detail}): {variable} "
+            f"does not point at {what}; fix it and run again, the run is resumable"
+        )
+
+
+class ModelClient(_Client):
+    """Asks the model for the next step; a connect error, a 5xx or a timeout is asked
+    again (after an exponential wait with jitter, ``retries`` times at most)."""
+
+    default_retries = MODEL_RETRIES
+
     def decide(self, run_id: str, history: list[dict[str, Any]]) -> object:
-        """Ask for the next step. Returns the raw answer; parsing is the caller's."""
-        try:
-            response = self._http.post("/v1/decide", json={"run_id": run_id, "history": history})
-        except httpx.TimeoutException as exc:
-            raise ModelError(f"the model did not answer in time: {exc!r}") from exc
-        except httpx.TransportError as exc:
-            raise ModelError(f"cannot reach the model at {self._http.base_url}: {exc!r}") from exc
+        """Ask for the next step. Returns the raw answer; parsing is the caller's.
+
+        Asking again costs nothing but a model call: the answer is journaled only once
+        it arrives, so a question whose answer was lost is simply asked again.
+        """
+        body = {"run_id": run_id, "history": history}
+        problem = ""
+        for attempt in range(self._retries + 1):
+            if attempt:
+                log.info("model-retry run=%s attempt=%d after=%r", run_id, attempt + 1, problem)
+            self._pause(attempt)
+            try:
+                response = self._http.post("/v1/decide", json=body)
+            except httpx.TimeoutException as exc:
+                problem = f"no answer in time: {exc!r}"
+                continue
+            except httpx.TransportError as exc:
+                problem = f"{exc!r}"
+                continue
+            if response.status_code >= 500:
+                error, detail = _error_of(response)
+                problem = f"HTTP {response.status_code} {error}: {detail}"
+                continue
+            return self._answer(response)
+        raise ModelUnavailable(
+            f"cannot reach the model at {self._http.base_url} after {self._retries + 1} "
+            f"attempt(s) (last: {problem}); the run is resumable"
+        )
+
+    def _answer(self, response: httpx.Response) -> object:
+        if response.status_code in WRONG_ENDPOINT:
+            raise self._wrong_endpoint(response, "MODEL_URL", "the model")
         if response.status_code != 200:
             error, detail = _error_of(response)
             raise ModelError(f"the model answered HTTP {response.status_code} {error}: {detail}")
@@ -88,36 +171,19 @@ class ModelClient:
             ) from exc
 
 
-class CloudClient:
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout: float,
-        retries: int,
-        backoff: float,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._http = httpx.Client(
-            base_url=base_url, timeout=timeout, transport=transport, verify=tls_context()
-        )
-        self._retries = retries
-        self._backoff = backoff
-        self._sleep = sleep
+class CloudClient(_Client):
+    """Sends tool calls; a 5xx or a timeout is sent again under the same key."""
 
-    def close(self) -> None:
-        self._http.close()
+    default_retries = TOOL_RETRIES
 
     def call(self, tool: Tool, args: dict[str, Any], *, key: str, generation: int) -> CallResult:
         """Send one tool call; re-send under the same key after a 5xx or a timeout."""
-        headers = {KEY_HEADER: key, GENERATION_HEADER: str(generation)}
+        headers = {KEY_HEADER: wire_key(key), GENERATION_HEADER: str(generation)}
         problem = ""
         for attempt in range(self._retries + 1):
             if attempt:
-                delay = self._backoff * 2 ** (attempt - 1)
                 log.info("resending key=%s attempt=%d after=%r", key, attempt + 1, problem)
-                self._sleep(delay)
+            self._pause(attempt)
             try:
                 response = self._http.post(tool.path, json=args, headers=headers)
             except httpx.TransportError as exc:  # includes timeouts: the remote may have acted
@@ -133,6 +199,8 @@ class CloudClient:
                 raise StaleGeneration(
                     f"the cloud refused key={key} from generation {generation}: {detail}"
                 )
+            if response.status_code in WRONG_ENDPOINT:
+                raise self._wrong_endpoint(response, "CLOUD_URL", "the cloud")
             raise RemoteRejected(
                 f"the cloud rejected key={key} with HTTP {response.status_code} {error}: {detail}"
             )

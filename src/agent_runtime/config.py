@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 import httpx
 
+from .backoff import Backoff, uniform
 from .crash import CrashPlan
 from .errors import ConfigError
 
@@ -23,8 +24,15 @@ POLL = 3.0  # seconds between supervisor sweeps
 MODEL_TIMEOUT = 30.0  # seconds for one model answer
 TOOL_TIMEOUT = 10.0  # seconds for one cloud request
 TOOL_RETRIES = 3  # extra attempts at a cloud request after a 5xx or a timeout
-RETRY_BACKOFF = 0.2  # seconds before the first retry, doubled each time
-MAX_ATTEMPTS = 5  # claims without progress before the supervisor gives up on a run
+MODEL_RETRIES = 3  # extra attempts at a model question after a connect error, 5xx or timeout
+RETRY_BACKOFF = 0.2  # seconds before a client's first retry, doubled each time (with jitter)
+RETRY_BACKOFF_CAP = 5.0  # seconds a client waits at most between two attempts
+RUN_BACKOFF = 1.0  # seconds a run released on a resumable error waits before its next claim,
+# doubled with every further claim that makes no progress (with jitter)
+RUN_BACKOFF_CAP = 120.0  # seconds that wait grows to at most
+MAX_ATTEMPTS = 5  # claims without progress before the supervisor may give up on a run ...
+GIVE_UP_AFTER = 600.0  # ... and seconds without progress since the first of them: both must
+# hold, so an outage that burns attempts fast fails nothing within ten minutes
 MAX_WORKERS = 4  # worker processes one supervisor runs at once
 CLOUD_URL = "http://127.0.0.1:8001"
 MODEL_URL = "http://127.0.0.1:8002"
@@ -44,8 +52,12 @@ class Settings:
     model_timeout: float = MODEL_TIMEOUT
     tool_timeout: float = TOOL_TIMEOUT
     tool_retries: int = TOOL_RETRIES
+    model_retries: int = MODEL_RETRIES
     retry_backoff: float = RETRY_BACKOFF
+    run_backoff: float = RUN_BACKOFF
+    run_backoff_cap: float = RUN_BACKOFF_CAP
     max_attempts: int = MAX_ATTEMPTS
+    give_up_after: float = GIVE_UP_AFTER
     max_workers: int = MAX_WORKERS
     crash: CrashPlan = field(default_factory=CrashPlan)
 
@@ -61,9 +73,16 @@ class Settings:
                 f"heartbeat ({self.heartbeat}s) must be shorter than the lease ({self.lease}s), "
                 "or a live worker's lease would expire between two renewals"
             )
-        if self.retry_backoff < 0 or not math.isfinite(self.retry_backoff):
-            raise ConfigError(f"retry_backoff must be >= 0 seconds, got {self.retry_backoff}")
-        for name in ("tool_retries",):
+        for name in ("retry_backoff", "run_backoff", "run_backoff_cap", "give_up_after"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} must be >= 0 seconds, got {value}")
+        if self.run_backoff_cap < self.run_backoff:
+            raise ConfigError(
+                f"run_backoff_cap ({self.run_backoff_cap}s) must be at least run_backoff "
+                f"({self.run_backoff}s), the first wait"
+            )
+        for name in ("tool_retries", "model_retries"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("max_attempts", "max_workers"):
@@ -72,6 +91,10 @@ class Settings:
 
     def with_changes(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def run_backoff_rule(self, rand: Callable[[], float] = uniform) -> Backoff:
+        """The waits of a run released on a resumable error, before its next claim."""
+        return Backoff(base=self.run_backoff, cap=self.run_backoff_cap, rand=rand)
 
 
 def _check_url(name: str, value: object) -> None:
@@ -129,7 +152,8 @@ def _integer(env: Mapping[str, str], name: str, default: int | None) -> int | No
 def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
     ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``, ``TOOL_TIMEOUT``,
-    ``MODEL_TIMEOUT``; keyword overrides win."""
+    ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``, ``MAX_ATTEMPTS``,
+    ``GIVE_UP_AFTER``; keyword overrides (``None``: not given) win."""
     env = os.environ if env is None else env
     crash_at = env.get("CRASH_AT") or None
     crash = CrashPlan(point=crash_at, seq=_integer(env, "CRASH_SEQ", None))
@@ -142,6 +166,10 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
         "poll": _number(env, "POLL", POLL),
         "tool_timeout": _number(env, "TOOL_TIMEOUT", TOOL_TIMEOUT),
         "model_timeout": _number(env, "MODEL_TIMEOUT", MODEL_TIMEOUT),
+        "run_backoff": _number(env, "RUN_BACKOFF", RUN_BACKOFF),
+        "run_backoff_cap": _number(env, "RUN_BACKOFF_CAP", RUN_BACKOFF_CAP),
+        "max_attempts": _integer(env, "MAX_ATTEMPTS", MAX_ATTEMPTS),
+        "give_up_after": _number(env, "GIVE_UP_AFTER", GIVE_UP_AFTER),
         "crash": crash,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

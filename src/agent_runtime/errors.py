@@ -5,19 +5,34 @@ and carries the process exit code the CLI uses for it::
 
     AgentRuntimeError
     ├── ConfigError            bad settings or a wrong CRASH_AT name        (exit 2)
+    │   ├── InvalidRunId       a run id refused at the edge (empty, blank, control
+    │   │                      characters, over 200 characters); nothing is written
+    │   └── WrongEndpoint      a remote answered 404 or 405: CLOUD_URL or MODEL_URL names
+    │                          the wrong service; the run stays resumable  (exit 2)
     ├── DatabaseError          unreachable database, missing schema         (exit 4)
     ├── RunNotFound            no run with that id                          (exit 2)
     ├── RunUnavailable         the run is held by a live worker, or final    (exit 5)
+    │   └── BackingOff         released after a resumable error; claimable again once
+    │                          its backoff has passed                       (exit 4)
     ├── LeaseLost              fenced: another worker owns the run now       (exit 5)
     ├── ModelError             the model answered something unusable         (exit 4)
+    │   ├── ModelUnavailable   no answer: connect errors, 5xx or timeouts past the retries
     │   ├── MalformedAnswer    not a decision at all
     │   ├── UnknownTool        a tool this runtime does not have
     │   ├── InvalidArguments   the right tool with arguments it rejects
     │   └── UnusableDecision   a journaled decision this runtime cannot act on (exit 3)
-    └── RemoteError            the cloud did not act, or said no
-        ├── RemoteUnavailable  5xx or timeouts past the retry budget       (exit 4)
-        ├── RemoteRejected     a 4xx the run cannot recover from           (exit 3)
-        └── StaleGeneration    the cloud fenced a call from an old owner    (exit 5)
+    ├── RemoteError            the cloud did not act, or said no
+    │   ├── RemoteUnavailable  5xx or timeouts past the retry budget       (exit 4)
+    │   ├── RemoteRejected     a 4xx the run cannot recover from           (exit 3)
+    │   └── StaleGeneration    the cloud fenced a call from an old owner    (exit 5)
+    └── UnexpectedError        a bug: an exception the runtime has no name for, raised
+                               while it held a run; the run keeps the reason (a
+                               traceback is logged) and stays resumable    (exit 70)
+
+Only a permanent error (``permanent = True``: ``UnusableDecision``, ``RemoteRejected``)
+fails a run at once. Every other error under a lease releases the run with a backoff
+(:mod:`agent_runtime.backoff`); the supervisor fails it only after ``max_attempts`` claims
+*and* ``give_up_after`` seconds without progress (see :mod:`agent_runtime.config`).
 
 The injected crash is not here: it is a real ``os._exit`` in the CLI, or
 :class:`agent_runtime.crash.InjectedCrash` (a ``BaseException``) in-process.
@@ -31,6 +46,7 @@ EXIT_USAGE = 2
 EXIT_FAILED = 3
 EXIT_RETRY_LATER = 4
 EXIT_NOT_OWNER = 5
+EXIT_SOFTWARE = 70  # EX_SOFTWARE (sysexits.h): a bug, its traceback is in the log
 
 
 class AgentRuntimeError(Exception):
@@ -48,6 +64,15 @@ class ConfigError(AgentRuntimeError):
     exit_code = EXIT_USAGE
 
 
+class InvalidRunId(ConfigError):
+    pass
+
+
+class WrongEndpoint(ConfigError):
+    """404 or 405: the URL reaches a server, but not the service it should (a CLOUD_URL
+    pointing at the model, a path prefix missing). Fix the setting; the run resumes."""
+
+
 class DatabaseError(AgentRuntimeError):
     exit_code = EXIT_RETRY_LATER
 
@@ -60,12 +85,20 @@ class RunUnavailable(AgentRuntimeError):
     exit_code = EXIT_NOT_OWNER
 
 
+class BackingOff(RunUnavailable):
+    exit_code = EXIT_RETRY_LATER
+
+
 class LeaseLost(AgentRuntimeError):
     exit_code = EXIT_NOT_OWNER
 
 
 class ModelError(AgentRuntimeError):
     exit_code = EXIT_RETRY_LATER
+
+
+class ModelUnavailable(ModelError):
+    pass
 
 
 class MalformedAnswer(ModelError):
@@ -100,3 +133,9 @@ class RemoteRejected(RemoteError):
 
 class StaleGeneration(RemoteError, LeaseLost):
     exit_code = EXIT_NOT_OWNER
+
+
+class UnexpectedError(AgentRuntimeError):
+    """Wraps (``from``) an exception the runtime did not expect while it held a run."""
+
+    exit_code = EXIT_SOFTWARE

@@ -2,6 +2,12 @@
 
 The library only emits records (``log.info("decided run=%s ...", ...)``); installing
 this formatter is the CLI's job.
+
+Whatever a value holds (a failure reason a remote wrote, a traceback, an id from an
+older database), nothing it prints can break a line or reach the terminal as a
+control sequence: :func:`escape` writes every character that is not printable the way
+Python writes it in a string literal (``\\n``, ``\\x1b``, ``\\u2028``). The operator's
+text and its SVG go through the same function.
 """
 
 from __future__ import annotations
@@ -11,17 +17,38 @@ import sys
 from typing import TextIO
 
 FORMAT = "%(levelname)s %(message)s"
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape(text: str) -> str:
+    """``text`` with every non-printable character (C0, DEL, C1, separators, format
+    and bidirectional controls, lone surrogates) written as a backslash escape."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    short = _SHORT.get(ch)
+    if short is not None:
+        return short
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
 class LineFormatter(logging.Formatter):
-    """Keeps every record on one line, so each event is one line to grep."""
+    """Keeps every record on one line, so each event is one line to grep; a traceback
+    rides on its event's line with its newlines escaped."""
 
     def __init__(self) -> None:
         super().__init__(FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        return text.replace("\n", "\\n")
+        return escape(super().format(record))
 
 
 def install(level: int = logging.INFO, stream: TextIO | None = None) -> None:

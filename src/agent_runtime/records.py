@@ -20,6 +20,7 @@ class Run:
     created_at: datetime
     updated_at: datetime
     now: datetime  # the database clock (cr_now()) when the row was read
+    progress_at: datetime | None = None  # creation, the last confirm, or an operator's retry
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -29,6 +30,16 @@ class Run:
     def lease_live(self) -> bool:
         return (
             self.owner is not None
+            and self.lease_expires_at is not None
+            and self.lease_expires_at > self.now
+        )
+
+    @property
+    def backing_off(self) -> bool:
+        """Free, not final, and not claimable before ``lease_expires_at`` (a backoff)."""
+        return (
+            self.status in ("pending", "running")
+            and self.owner is None
             and self.lease_expires_at is not None
             and self.lease_expires_at > self.now
         )

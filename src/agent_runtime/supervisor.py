@@ -1,11 +1,19 @@
 """``python -m agent_runtime.supervisor``: restarts runs whose worker died.
 
 Every ``poll`` seconds (and at once whenever one of its own workers exits) it
-gives up on runs that failed too often, then claims up to ``max_workers`` runs
-whose lease ran out (``FOR UPDATE SKIP LOCKED``: several supervisors may share a
-database without claiming one run twice) and starts a fresh worker process on
-each. A run with a live lease is never touched. Nothing restarts the supervisor
-itself; that is the job of whatever keeps processes alive on the machine.
+gives up on runs that failed too often for too long (``max_attempts`` claims *and*
+``give_up_after`` seconds without progress), then claims up to ``max_workers`` runs
+that are free past their backoff or whose lease ran out (``FOR UPDATE SKIP LOCKED``:
+several supervisors may share a database without claiming one run twice) and starts a
+fresh worker process on each. A run with a live lease is never touched, nor one that
+waits out a backoff. Nothing restarts the supervisor itself; that is the job of whatever
+keeps processes alive on the machine.
+
+When one of its workers exits without finishing, it frees the run if the worker died
+holding it (at once after a first death, with a backoff after deaths in a row; with the
+exit code as the reason when the worker recorded none), and logs every backoff:
+``backoff run=... attempt=... until=...``. A worker that raises an exception the
+runtime did not expect logs its traceback, records the reason on the run, exits 70.
 """
 
 from __future__ import annotations
@@ -27,10 +35,18 @@ from . import config, db, logfmt
 from ._version import version
 from .clients import tls_context
 from .dbsource import database_url
-from .errors import EXIT_CRASHED, EXIT_DONE, AgentRuntimeError, DatabaseError
+from .errors import (
+    EXIT_CRASHED,
+    EXIT_DONE,
+    EXIT_SOFTWARE,
+    AgentRuntimeError,
+    DatabaseError,
+    InvalidRunId,
+)
 from .journal import Journal
 from .lease import owner_token
 from .records import Lease
+from .runid import check_run_id
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +88,11 @@ def _run_forked_worker(settings: config.Settings, url: str, lease: Lease) -> int
         if not exc.reported:
             log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
         return exc.exit_code
+    except Exception as exc:  # a bug before the run was held: the supervisor records why
+        log.error(
+            "unexpected run=%s error=%r", lease.run_id, f"{type(exc).__name__}: {exc}", exc_info=exc
+        )
+        return EXIT_SOFTWARE
     return EXIT_DONE
 
 
@@ -99,6 +120,7 @@ class Supervisor:
         self.conn = db.connect(url, application_name="agent_runtime.supervisor")
         db.ensure_schema(self.conn)
         self.journal = Journal(self.conn)
+        self.backoff = settings.run_backoff_rule()
         tls_context()  # built once here, inherited by every forked worker
 
     # -- signals -------------------------------------------------------------------------
@@ -125,28 +147,49 @@ class Supervisor:
             del self.children[child.pid]
             code = child.exit_code
             log.info("worker-exited run=%s code=%s", child.lease.run_id, code)
-            if code not in (EXIT_DONE, None):
-                # Our own child is dead for certain: its lease need not run out first.
-                delay = 0.0 if code == EXIT_CRASHED or (code or 0) < 0 else self.settings.poll
+            if code is not None and code != EXIT_DONE:
                 try:
-                    db.run(
-                        self.conn,
-                        "expire_lease_of",
-                        {
-                            "run": child.lease.run_id,
-                            "generation": child.lease.generation,
-                            "delay": delay,
-                        },
-                    )
+                    self._after_exit(child.lease, code)
                 except DatabaseError as exc:  # the lease will run out by itself
                     log.warning("release-failed run=%s error=%r", child.lease.run_id, str(exc))
         return exited
 
+    def _after_exit(self, lease: Lease, code: int) -> None:
+        """Free the run of a worker that died holding it, and log when it may go again.
+
+        Our own child is dead for certain: its lease need not run out first. After a first
+        death since the last progress the run goes again at once (a one-off: a deploy, an
+        OOM kill; or our own SIGTERM when stopping); deaths in a row back off like resumable
+        errors, so a run that kills its worker every time does not spin. A worker that
+        stopped cleanly released the run with its own reason and backoff already.
+        """
+        run = self.journal.get_run(lease.run_id)
+        if run is None:
+            return
+        if run.status == "running" and run.owner is not None and run.generation == lease.generation:
+            died = code == EXIT_CRASHED or code < 0
+            if died:  # a worker we stopped ourselves (SIGTERM) did nothing wrong either
+                again = run.attempts > 1 and not self.stopping
+                delay = self.backoff.delay(run.attempts - 1) if again else 0.0
+            else:
+                delay = self.backoff.delay(run.attempts)
+            reason = None if died else f"the worker exited with code {code} (see its log)"
+            params = {"run": lease.run_id, "generation": lease.generation, "delay": delay}
+            db.run(self.conn, "expire_lease_of", {**params, "reason": reason})
+            run = self.journal.get_run(lease.run_id)
+        if run is not None and run.backing_off and run.lease_expires_at is not None:
+            log.info(
+                "backoff run=%s attempt=%d until=%s",
+                run.id,
+                max(run.attempts, 1),  # 0: this claim made progress, then stopped: the first
+                run.lease_expires_at.isoformat(timespec="milliseconds"),
+            )
+
     def sweep(self) -> list[Child]:
         """Give up on exhausted runs, then claim and start what capacity allows."""
-        for row in db.run(
-            self.conn, "give_up_exhausted", {"max_attempts": self.settings.max_attempts}
-        ):
+        s = self.settings
+        limits = {"max_attempts": s.max_attempts, "give_up_after": s.give_up_after}
+        for row in db.run(self.conn, "give_up_exhausted", limits):
             log.warning("gave-up run=%s reason=%r", row["id"], row["failure"])
         free = self.settings.max_workers - len(self.children)
         if free <= 0 or self.stopping:
@@ -164,11 +207,25 @@ class Supervisor:
         started = []
         for row in rows:
             lease = Lease(run_id=row["id"], owner=row["owner"], generation=row["generation"])
+            if not self._startable(lease):
+                continue
             child = self._start(lease)
             self.children[child.pid] = child
             log.info("resuming run=%s pid=%d", lease.run_id, child.pid)
             started.append(child)
         return started
+
+    def _startable(self, lease: Lease) -> bool:
+        """A run whose id no worker would accept (written by an older version, or straight
+        into the table) is failed with the reason instead of handed to a worker."""
+        try:
+            check_run_id(lease.run_id)
+        except InvalidRunId as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            self.journal.fail(lease, reason)
+            log.warning("refused run=%s reason=%r", lease.run_id, reason)
+            return False
+        return True
 
     def _start(self, lease: Lease) -> Child:
         if self.spawn == "exec":
@@ -190,13 +247,15 @@ class Supervisor:
             env.setdefault("MODEL_URL", self.settings.model_url)
             env["LEASE"] = str(self.settings.lease)
             env["HEARTBEAT"] = str(self.settings.heartbeat)
+            env["RUN_BACKOFF"] = str(self.settings.run_backoff)
+            env["RUN_BACKOFF_CAP"] = str(self.settings.run_backoff_cap)
             popen = subprocess.Popen(cmd, env=env)
             return Child(lease=lease, pid=popen.pid, popen=popen)
         for handler in logging.getLogger().handlers:
             handler.flush()
         pid = os.fork()
         if pid == 0:  # the child: never return into the supervisor's loop
-            code = 70
+            code = EXIT_SOFTWARE
             try:
                 signal.set_wakeup_fd(-1)
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
@@ -225,11 +284,16 @@ class Supervisor:
     def serve(self, *, once: bool = False) -> int:
         s = self.settings
         log.info(
-            "supervisor lease=%s poll=%s heartbeat=%s max_workers=%d",
+            "supervisor lease=%s poll=%s heartbeat=%s max_workers=%d max_attempts=%d "
+            "give_up_after=%s run_backoff=%s run_backoff_cap=%s",
             s.lease,
             s.poll,
             s.heartbeat,
             s.max_workers,
+            s.max_attempts,
+            s.give_up_after,
+            s.run_backoff,
+            s.run_backoff_cap,
         )
         try:
             while not self.stopping:
@@ -304,7 +368,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-attempts",
         type=int,
-        help=f"claims without progress before a run is failed (default {config.MAX_ATTEMPTS})",
+        help="claims without progress before a run may be failed, with --give-up-after "
+        f"(default {config.MAX_ATTEMPTS}; env MAX_ATTEMPTS)",
+    )
+    parser.add_argument(
+        "--give-up-after",
+        type=float,
+        help="seconds without progress before a run may be failed, with --max-attempts "
+        f"(default {config.GIVE_UP_AFTER:g}; env GIVE_UP_AFTER)",
+    )
+    parser.add_argument(
+        "--run-backoff",
+        type=float,
+        help="seconds a run stopped by a resumable error waits before its next claim, "
+        f"doubled per attempt (default {config.RUN_BACKOFF:g}; env RUN_BACKOFF)",
+    )
+    parser.add_argument(
+        "--run-backoff-cap",
+        type=float,
+        help=f"seconds that wait grows to at most (default {config.RUN_BACKOFF_CAP:g}; "
+        "env RUN_BACKOFF_CAP)",
     )
     parser.add_argument(
         "--spawn",
@@ -315,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="exit once nothing is claimable and no worker is running",
+        help="exit once nothing is claimable and no worker is running (a run waiting out a "
+        "backoff is not claimable)",
     )
     return parser
 
@@ -330,6 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             heartbeat=args.heartbeat,
             max_workers=args.max_workers,
             max_attempts=args.max_attempts,
+            give_up_after=args.give_up_after,
+            run_backoff=args.run_backoff,
+            run_backoff_cap=args.run_backoff_cap,
         )
         supervisor = Supervisor(database_url(settings), settings, spawn=args.spawn)
     except AgentRuntimeError as exc:

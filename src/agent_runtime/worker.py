@@ -9,6 +9,11 @@ One step, with the crash points where they fall::
 A (re)start reads the run's history back, first re-sends every intent that has
 no confirm under its original key, then replays journaled decisions instead of
 asking the model again, and asks the model only for steps never decided.
+
+How a run under a lease stops: a permanent error fails it; any other error, the
+runtime's own or one it did not expect (a bug: logged with its traceback, raised as
+:class:`UnexpectedError`), releases it with the reason and a backoff
+(``settings.run_backoff_rule()``), so it is not claimed again before the wait has passed.
 """
 
 from __future__ import annotations
@@ -25,21 +30,25 @@ from typing import Any
 import httpx
 
 from . import db
+from .backoff import uniform
 from .clients import CloudClient, ModelClient
 from .config import Settings
 from .crash import CrashPlan
 from .errors import (
     AgentRuntimeError,
+    BackingOff,
     InvalidArguments,
     LeaseLost,
     RunNotFound,
     RunUnavailable,
+    UnexpectedError,
     UnknownTool,
     UnusableDecision,
 )
 from .journal import Journal
 from .lease import Heartbeat, owner_is_dead, owner_token
-from .records import Decision, History, Lease, ToolCall
+from .records import Decision, History, Lease, Run, ToolCall
+from .runid import check_run_id
 from .tools import DONE, check_args, lookup, parse_answer
 
 log = logging.getLogger(__name__)
@@ -75,11 +84,13 @@ class Worker:
         heartbeat_url: str | None = None,
         owner: str | None = None,
         heartbeat_connect: Callable[[], db.Connection] | None = None,
+        rand: Callable[[], float] = uniform,
     ) -> None:
         """``heartbeat_url``: renew the lease from a thread on a connection of its own.
         ``heartbeat_connect`` instead: the lease gets a :class:`Heartbeat` over connections
         from there, but no thread; the caller beats it (:attr:`heartbeat`). Neither: no
-        renewal at all (a test that moves the clock itself)."""
+        renewal at all (a test that moves the clock itself). ``rand``: the jitter of the
+        run's backoff, a number in [0, 1)."""
         self.journal = journal
         self.settings = settings
         self.model = model
@@ -88,6 +99,7 @@ class Worker:
         self.heartbeat_url = heartbeat_url
         self.heartbeat_connect = heartbeat_connect
         self.owner = owner or owner_token()
+        self.backoff = settings.run_backoff_rule(rand)
         self._heartbeat: Heartbeat | None = None
 
     @classmethod
@@ -130,13 +142,21 @@ class Worker:
         heartbeat_url: str | None = None,
         owner: str | None = None,
         heartbeat_connect: Callable[[], db.Connection] | None = None,
+        rand: Callable[[], float] = uniform,
     ) -> Worker:
-        """A worker on a journal you connected, with clients made from ``settings``."""
+        """A worker on a journal you connected, with clients made from ``settings``;
+        ``sleep`` and ``rand`` are how both clients wait between attempts."""
         return cls(
             journal,
             settings,
             model=cls.model_client(
-                settings.model_url, timeout=settings.model_timeout, transport=model_transport
+                settings.model_url,
+                timeout=settings.model_timeout,
+                retries=settings.model_retries,
+                backoff=settings.retry_backoff,
+                transport=model_transport,
+                sleep=sleep,
+                rand=rand,
             ),
             cloud=cls.cloud_client(
                 settings.cloud_url,
@@ -145,11 +165,13 @@ class Worker:
                 backoff=settings.retry_backoff,
                 transport=cloud_transport,
                 sleep=sleep,
+                rand=rand,
             ),
             crash=crash,
             heartbeat_url=heartbeat_url,
             owner=owner,
             heartbeat_connect=heartbeat_connect,
+            rand=rand,
         )
 
     @property
@@ -179,9 +201,16 @@ class Worker:
             if run.status == "done":
                 return None
             if run.status in ("failed", "cancelled"):
-                raise RunUnavailable(
-                    f"run {run_id} is {run.status}: {run.failure or 'no reason recorded'}"
+                hint = (
+                    f"; `python -m agent_runtime retry {run_id}` puts it back to pending"
+                    if run.status == "failed"
+                    else ""
                 )
+                raise RunUnavailable(
+                    f"run {run_id} is {run.status}: {run.failure or 'no reason recorded'}{hint}"
+                )
+            if run.backing_off:
+                raise _backing_off(run)
             dead = run.lease_live and owner_is_dead(run.owner)
             if run.lease_live and (takeover or dead):
                 log.info(
@@ -218,7 +247,12 @@ class Worker:
         create: bool = True,
         takeover: bool = False,
     ) -> Outcome:
-        """Drive ``run_id`` to done. ``lease``: one already claimed for us (supervisor)."""
+        """Drive ``run_id`` to done. ``lease``: one already claimed for us (supervisor).
+
+        An id that may not name a run (:mod:`agent_runtime.runid`) is refused with
+        :class:`~agent_runtime.errors.InvalidRunId` before anything is written.
+        """
+        check_run_id(run_id)
         if create:
             self.journal.create_run(run_id)
         if lease is None:
@@ -267,6 +301,10 @@ class Worker:
         except AgentRuntimeError as exc:
             self._stop_on_error(lease, exc)
             raise
+        except Exception as exc:  # a bug: keep the reason, say it once with its traceback
+            wrapped = UnexpectedError(f"{type(exc).__name__}: {exc}")
+            self._stop_on_error(lease, wrapped, cause=exc)
+            raise wrapped from exc
 
     def _explain_fencing(self, lease: Lease) -> None:
         """Say who holds the run now: another owner, or an operator's cancel."""
@@ -286,6 +324,7 @@ class Worker:
 
     def resolve(self, run_id: str, *, takeover: bool = False) -> int:
         """Re-send every stranded intent of ``run_id`` and record the answers; nothing else."""
+        check_run_id(run_id)
         lease = self.claim(run_id, takeover=takeover)
         if lease is None:
             return 0
@@ -297,18 +336,29 @@ class Worker:
         self.journal.release(lease, "resolved by an operator", delay=0.0)
         return len(stranded)
 
-    def _stop_on_error(self, lease: Lease, exc: AgentRuntimeError) -> None:
-        """Record why the run stopped, and say it in the one ERROR line of this failure."""
+    def _stop_on_error(
+        self, lease: Lease, exc: AgentRuntimeError, *, cause: BaseException | None = None
+    ) -> None:
+        """Record why the run stopped, and say it in the one ERROR line of this failure
+        (with ``cause``'s traceback: an exception the runtime did not expect).
+
+        A resumable stop releases the run with a backoff: the ``n``-th claim since the last
+        progress waits ``backoff.delay(n)`` before the next one may take the run.
+        """
         reason = f"{type(exc).__name__}: {exc}"
+        run_id = lease.run_id
         try:
             if exc.permanent:
                 self.journal.fail(lease, reason)
-                log.error("failed run=%s reason=%r", lease.run_id, reason)
+                log.error("failed run=%s reason=%r", run_id, reason, exc_info=cause)
             else:
-                self.journal.release(lease, reason)
-                log.error("stopped run=%s resumable=yes reason=%r", lease.run_id, reason)
+                delay = self.backoff.delay(self.journal.require_run(run_id).attempts)
+                self.journal.release(lease, reason, delay)
+                log.error("stopped run=%s resumable=yes reason=%r", run_id, reason, exc_info=cause)
         except AgentRuntimeError as inner:
-            log.error("stopped run=%s reason=%r unrecorded=%r", lease.run_id, reason, str(inner))
+            log.error(
+                "stopped run=%s reason=%r unrecorded=%r", run_id, reason, str(inner), exc_info=cause
+            )
         exc.reported = True
 
     def _already_done(self, run_id: str) -> Outcome:
@@ -402,3 +452,14 @@ class Worker:
         )
         self.crash.reached("after_confirm", seq)
         return confirmed
+
+
+def _backing_off(run: Run) -> BackingOff:
+    assert run.lease_expires_at is not None
+    wait = (run.lease_expires_at - run.now).total_seconds()
+    return BackingOff(
+        f"run {run.id} is backing off after {run.attempts} attempt(s) until "
+        f"{run.lease_expires_at.isoformat(timespec='milliseconds')} ({wait:.1f}s from now; "
+        f"last: {run.failure or 'no reason recorded'}); the supervisor resumes it then, "
+        f"or `python -m agent_runtime retry {run.id}` ends the wait now"
+    )

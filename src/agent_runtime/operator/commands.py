@@ -8,14 +8,18 @@ The argparse side only: it parses, connects, calls the domain functions
     python -m agent_runtime show RUN [--json] [--svg FILE]
     python -m agent_runtime resolve RUN [--takeover] [--json]
     python -m agent_runtime cancel RUN [--reason TEXT] [--json]
+    python -m agent_runtime retry RUN [--json]
 
 No command creates the schema (a database without it is an error, not something
 to fix behind the operator's back).
 
 Errors are the runtime's own (one line from ``cli.main``, non-zero exit):
-``RunNotFound`` (2) for an unknown run, ``DatabaseError`` (4) for an unreachable
-database or one without the schema, ``RunUnavailable`` (5) when a live worker or
-a final status stands in the way.
+``InvalidRunId`` (2) for an id no run can have (checked before anything is read or
+written), ``RunNotFound`` (2) for an unknown run, ``DatabaseError`` (4) for an
+unreachable database or one without the schema, ``RunUnavailable`` (5) when a live
+worker or a final status stands in the way (``retry`` of a done or cancelled run).
+Everything printed as text has its control characters escaped
+(:func:`agent_runtime.logfmt.escape`).
 """
 
 from __future__ import annotations
@@ -25,15 +29,26 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from .. import config, db
 from ..dbsource import database_url
 from ..errors import ConfigError
-from .actions import cancel_run, resolve_run
+from ..logfmt import escape
+from ..runid import check_run_id
+from .actions import cancel_run, resolve_run, retry_run
 from .snapshot import APPLICATION, DEFAULT_LIMIT, STATUSES, list_runs, read_history
-from .text import format_cancellation, format_history, format_resolution, format_runs
+from .text import (
+    format_cancellation,
+    format_history,
+    format_resolution,
+    format_retry,
+    format_runs,
+)
 
 log = logging.getLogger(__name__)
+R = TypeVar("R", bound="_Result")
 
 
 # -- the commands --------------------------------------------------------------------------
@@ -51,6 +66,18 @@ def _emit(text: str) -> None:
 
 def _print_json(data: object) -> None:
     _emit(json.dumps(data, indent=2, default=str))
+
+
+class _Result(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def _print_result(result: R, text: Callable[[R], str], *, as_json: bool) -> None:
+    """A command's outcome: its JSON, or its text."""
+    if as_json:
+        _print_json(result.to_json())
+    else:
+        _emit(text(result))
 
 
 def _reading(settings: config.Settings) -> db.Connection:
@@ -79,6 +106,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    check_run_id(args.run_id, source="RUN")
     conn = _reading(config.from_env())
     try:
         history = read_history(conn, args.run_id)
@@ -106,10 +134,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_resolve(args: argparse.Namespace) -> int:
     settings = config.from_env()
     resolution = resolve_run(settings, database_url(settings), args.run_id, takeover=args.takeover)
-    if args.json:
-        _print_json(resolution.to_json())
-    else:
-        _emit(format_resolution(resolution))
+    _print_result(resolution, format_resolution, as_json=args.json)
     return 0
 
 
@@ -119,10 +144,18 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         cancellation = cancel_run(conn, args.run_id, args.reason)
     finally:
         conn.close()
-    if args.json:
-        _print_json(cancellation.to_json())
-    else:
-        _emit(format_cancellation(cancellation))
+    _print_result(cancellation, format_cancellation, as_json=args.json)
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    check_run_id(args.run_id, source="RUN")
+    conn = _reading(config.from_env())
+    try:
+        retry = retry_run(conn, args.run_id)
+    finally:
+        conn.close()
+    _print_result(retry, format_retry, as_json=args.json)
     return 0
 
 
@@ -130,9 +163,8 @@ def _statuses(text: str) -> list[str]:
     chosen = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in STATUSES]
     if unknown or not chosen:
-        raise argparse.ArgumentTypeError(
-            f"unknown status {', '.join(unknown) or repr(text)}; one of {', '.join(STATUSES)}"
-        )
+        shown = escape(", ".join(unknown)) if unknown else repr(text)
+        raise argparse.ArgumentTypeError(f"unknown status {shown}; one of {', '.join(STATUSES)}")
     return chosen
 
 
@@ -147,7 +179,7 @@ def _limit(text: str) -> int:
 
 
 def register_operator_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``runs``, ``show``, ``resolve`` and ``cancel`` to the CLI's subcommands."""
+    """Add ``runs``, ``show``, ``resolve``, ``cancel`` and ``retry`` to the CLI's subcommands."""
     runs = sub.add_parser("runs", help="list runs: status, owner and lease, steps, doubt")
     runs.add_argument(
         "--status",
@@ -196,3 +228,12 @@ def register_operator_commands(sub: argparse._SubParsersAction[argparse.Argument
     cancel.add_argument("--reason", help="recorded in the run's failure column")
     cancel.add_argument("--json", action="store_true", help="print the outcome as JSON")
     cancel.set_defaults(func=cmd_cancel)
+
+    retry = sub.add_parser(
+        "retry",
+        help="put a failed run back to pending (or end a free run's backoff now): attempts "
+        "and the give-up clock start again, the old failure stays in its history",
+    )
+    retry.add_argument("run_id", metavar="RUN")
+    retry.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    retry.set_defaults(func=cmd_retry)

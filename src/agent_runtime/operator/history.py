@@ -14,7 +14,9 @@ proves and what it only suggests are kept apart:
   not; the claim's recorded reason says why it could (expired, owner proved dead,
   forced), and the previous worker is shown dead after its last write, or fenced
   out when the takeover was forced. A claim of a run that was handed back is not a
-  takeover.
+  takeover;
+- a *retry* (``run_retries``) keeps what it cleared: a failed run's failure stays on the
+  timeline where it happened, followed by the operator's retry.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from datetime import datetime
 
 from ..records import Decision, Run, ToolCall
 from ..tools import DONE
-from .views import Claim, Event, RunHistory, Step, clock_text, owner_pid, relative
+from .views import Claim, Event, PastRetry, RunHistory, Step, clock_text, owner_pid, relative
 
 # Order of events that share a timestamp (they never should; cr_now() is clock_timestamp()).
 _RANK = {
@@ -40,6 +42,7 @@ _RANK = {
     "done": 6,
     "failed": 6,
     "cancelled": 6,
+    "retried": 7,
 }
 
 
@@ -50,16 +53,20 @@ def assemble(
     claims: list[Claim],
     *,
     owner_gone: bool = False,
+    retries: list[PastRetry] | None = None,
 ) -> RunHistory:
     """Judge what was read: steps with verdicts, events in order, notes on the run."""
+    retries = retries or []
     by_seq = {c.seq: c for c in calls}
     steps = [_step(d, by_seq.get(d.seq), run, owner_gone) for d in decisions]
     owners = {c.generation: c.owner for c in claims}
     if run.owner is not None:
         owners.setdefault(run.generation, run.owner)
     events = _events(run, steps, claims, owners, owner_gone)
+    events += [e for r in retries for e in _retry_events(r, run.now)]
+    events.sort(key=lambda e: (e.at, _RANK.get(e.kind, 9), -1 if e.seq is None else e.seq))
     in_doubt = [s.verdict for s in steps if s.state == "in_doubt" and s.verdict]
-    notes = _run_notes(run, steps, owner_gone)
+    notes = _run_notes(run, steps, owner_gone, retries)
     notes += [s.verdict for s in steps if s.state == "decided" and s.verdict]
     return RunHistory(
         run=run,
@@ -70,6 +77,7 @@ def assemble(
         notes=notes,
         owner_gone=owner_gone,
         owners=owners,
+        retries=retries,
     )
 
 
@@ -150,25 +158,40 @@ def _decided_verdict(step: Step, run: Run) -> str:
     return f"{head}: nothing was sent; the next owner replays the decision, no model call"
 
 
-def _run_notes(run: Run, steps: list[Step], owner_gone: bool) -> list[str]:
+def _run_notes(
+    run: Run, steps: list[Step], owner_gone: bool, retries: list[PastRetry]
+) -> list[str]:
     now = run.now
     confirmed = sum(1 for s in steps if s.state == "confirmed")
     when = clock_text(run.updated_at, now)
     if run.status == "done":
         return [f"done at {when}: {confirmed} steps confirmed, llm_calls {run.llm_calls}"]
-    if run.status in ("failed", "cancelled"):
-        return [f"{run.status} at {when}: {run.failure or 'no reason recorded'}"]
+    if run.status == "failed":
+        return [
+            f"failed at {when}: {run.failure or 'no reason recorded'}; `retry {run.id}` puts "
+            "it back to pending"
+        ]
+    if run.status == "cancelled":
+        return [f"cancelled at {when}: {run.failure or 'no reason recorded'}"]
     if run.status == "pending":
+        if retries and retries[-1].previous_status == "failed":
+            at = clock_text(retries[-1].retried_at, now)
+            return [
+                f"put back to pending by an operator's retry at {at}: the supervisor, or "
+                "`python -m agent_runtime run`, starts it"
+            ]
         return ["never claimed: the supervisor, or `python -m agent_runtime run`, starts it"]
     expires = run.lease_expires_at
     if run.owner is None or expires is None:
-        free = (
-            f"claimable from {clock_text(expires, now)}"
-            if expires is not None and expires > now
-            else "claimable now"
-        )
         why = f" ({run.failure})" if run.failure else ""
-        return [f"no worker holds the run{why}; {free}"]
+        if run.backing_off:
+            assert expires is not None
+            return [
+                f"no worker holds the run{why}; backing off after {run.attempts} attempt(s): "
+                f"claimable from {clock_text(expires, now)} ({relative(expires, now)}); "
+                f"`retry {run.id}` ends the wait now"
+            ]
+        return [f"no worker holds the run{why}; claimable now"]
     owner = f"generation {run.generation} ({run.owner})"
     if expires <= now:
         return [
@@ -248,6 +271,37 @@ def _events(
             )
         )
     events.sort(key=lambda e: (e.at, _RANK.get(e.kind, 9), -1 if e.seq is None else e.seq))
+    return events
+
+
+def _retry_events(retry: PastRetry, now: datetime) -> list[Event]:
+    """A failure the retry cleared (where it happened), then the operator's retry."""
+    reason = retry.previous_failure or "no reason recorded"
+    events = []
+    if retry.previous_status == "failed":
+        events.append(
+            Event(
+                at=retry.previous_since,
+                kind="failed",
+                generation=retry.generation,
+                text=f"run failed at {clock_text(retry.previous_since, now)}: {reason}",
+                label="failed",
+                details=(clock_text(retry.previous_since),),
+            )
+        )
+    was = "failed" if retry.previous_status == "failed" else f"{retry.previous_status}, free"
+    events.append(
+        Event(
+            at=retry.retried_at,
+            kind="retried",
+            generation=None,
+            text=f"retried by an operator at {clock_text(retry.retried_at, now)}: the run was "
+            f"{was} after {retry.previous_attempts} attempt(s) ({reason}); attempts, backoff "
+            "and give-up clock start again",
+            label="retried",
+            details=(f"was {retry.previous_status}", clock_text(retry.retried_at)),
+        )
+    )
     return events
 
 

@@ -2,12 +2,16 @@
 kind, the link between two marks, and the legend that names the marks.
 
 Every element goes through :func:`element` (``xml.etree``), so every text is escaped
-and attribute names are written the SVG way (``font_size`` becomes ``font-size``).
+for XML, its control characters too (:func:`agent_runtime.logfmt.escape`: XML 1.0 has
+no way to hold most of them, and a terminal showing the file must not run them), and
+attribute names are written the SVG way (``font_size`` becomes ``font-size``).
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+
+from ..logfmt import escape
 
 COLORS = {
     "claim": "#334155",
@@ -23,6 +27,7 @@ COLORS = {
     "done": "#111827",
     "failed": "#dc2626",
     "cancelled": "#6b7280",
+    "retried": "#0e7490",
     "stopped": "#64748b",
     "lane": "#f1f5f9",
     "muted": "#64748b",
@@ -31,10 +36,10 @@ COLORS = {
 
 def element(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) -> ET.Element:
     element = ET.SubElement(
-        parent, tag, {k.rstrip("_").replace("_", "-"): str(v) for k, v in attrs.items()}
+        parent, tag, {k.rstrip("_").replace("_", "-"): escape(str(v)) for k, v in attrs.items()}
     )
     if text is not None:
-        element.text = text
+        element.text = escape(text)
     return element
 
 
@@ -113,6 +118,20 @@ def mark(parent: ET.Element, kind: str, x: float, y: float, *, doubt: bool = Fal
             height=18,
             fill=COLORS["stopped"],
         )
+    elif kind == "retried":  # an operator's retry: a ring with an arrow head on it
+        element(
+            parent,
+            "circle",
+            cx=f"{x:.1f}",
+            cy=f"{y:.1f}",
+            r=7,
+            fill="none",
+            stroke=COLORS["retried"],
+            stroke_width=2.5,
+            stroke_dasharray="33 11",
+        )
+        points = f"{x + 4:.1f},{y - 10:.1f} {x + 10:.1f},{y - 6:.1f} {x + 3:.1f},{y - 3:.1f}"
+        element(parent, "polygon", points=points, fill=COLORS["retried"])
     elif kind == "done":
         element(
             parent,
@@ -189,6 +208,7 @@ def legend(svg: ET.Element, y: float) -> None:
         ("crash", "worker died"),
         ("stopped", "handed back"),
         ("done", "run done"),
+        ("retried", "retried"),
     )
     x = 24.0
     for kind, name in items:

@@ -1,9 +1,9 @@
 """What the operator reads: the list of runs, and one run's journal from a single snapshot.
 
-``runs``, ``decisions``, ``tool_calls`` and ``run_claims`` of one run are read in one
-REPEATABLE READ transaction and judged against the ``cr_now()`` returned with the
-run row, the clock the leases use, so "expired" and "expires" agree with what a
-claim would do at that instant. Nothing here writes.
+``runs``, ``decisions``, ``tool_calls``, ``run_claims`` and ``run_retries`` of one run
+are read in one REPEATABLE READ transaction and judged against the ``cr_now()``
+returned with the run row, the clock the leases use, so "expired" and "expires" agree
+with what a claim would do at that instant. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..errors import RunNotFound
 from ..lease import owner_is_dead
 from ..records import Decision, Run, ToolCall
 from .history import assemble
-from .views import Claim, RunHistory, RunList, RunSummary
+from .views import Claim, PastRetry, RunHistory, RunList, RunSummary
 
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
 DEFAULT_LIMIT = 100  # runs listed by `runs` unless --limit says otherwise
@@ -57,7 +57,8 @@ def read_history(conn: db.Connection, run_id: str) -> RunHistory:
             decisions = [Decision.from_row(r) for r in db.run(conn, "load_decisions", params)]
             calls = [ToolCall.from_row(r) for r in db.run(conn, "load_tool_calls", params)]
             claims = [Claim.from_row(r) for r in db.run(conn, "operator_load_claims", params)]
+            retries = [PastRetry.from_row(r) for r in db.run(conn, "operator_load_retries", params)]
     finally:
         conn.isolation_level = previous
     gone = run.status == "running" and run.lease_live and owner_is_dead(run.owner)
-    return assemble(run, decisions, calls, claims, owner_gone=gone)
+    return assemble(run, decisions, calls, claims, owner_gone=gone, retries=retries)

@@ -1,4 +1,10 @@
-"""The operator's text output: the ``runs`` table, ``show``'s history, and one-line results."""
+"""The operator's text output: the ``runs`` table, ``show``'s history, and one-line results.
+
+Every value is printed through :func:`agent_runtime.logfmt.escape`, so a run id, a
+failure reason or an argument can neither break a line of the table nor send a control
+sequence to the terminal; columns are padded by display width (``wcwidth``), so wide
+characters (``日本``, ``🚀``) keep the table aligned.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,14 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
+from wcwidth import wcswidth
+
+from ..logfmt import escape
 from .views import (
     Cancellation,
+    PastRetry,
     Resolution,
+    Retry,
     RunHistory,
     RunList,
     Step,
@@ -17,17 +28,34 @@ from .views import (
 )
 
 
+def _width(cell: str) -> int:
+    width = wcswidth(cell)
+    return width if width >= 0 else len(cell)
+
+
 def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    cells = [tuple(escape(c) for c in r) for r in (header, *rows)]
+    widths = [max(_width(r[i]) for r in cells) for i in range(len(header))]
     return [
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-        for r in (header, *rows)
+        "  ".join(c + " " * (w - _width(c)) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in cells
     ]
 
 
+def _lines(lines: list[str]) -> str:
+    """One string of ``lines``, each escaped: a value can never start a line of its own."""
+    return "\n".join(escape(line) for line in lines)
+
+
 def _lease_text(expires: datetime | None, owner: str | None, now: datetime) -> str:
-    if owner is None or expires is None:
+    if expires is None:
         return "-"
+    if owner is None:  # a free run's lease_expires_at is its backoff
+        return (
+            f"backoff until {clock_text(expires, now)} ({relative(expires, now)})"
+            if (expires > now)
+            else "-"
+        )
     verb = "expires" if expires > now else "expired"
     return f"{verb} {clock_text(expires, now)} ({relative(expires, now)})"
 
@@ -70,7 +98,7 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
         lines.append(f"showing {shown} of {listing.total} runs (--limit 0 lists all)")
     else:
         lines.append(f"{shown} run{'s' if shown != 1 else ''}")
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 def _step_lines(step: Step, now: datetime) -> list[str]:
@@ -131,9 +159,20 @@ def format_history(history: RunHistory) -> str:
     lines += [f"  {v}" for v in history.in_doubt] or [
         "  nothing in doubt: every intent has its confirm"
     ]
+    if history.retries:
+        lines += ["", "retried by an operator"]
+        lines += [f"  {_retry_line(r, now)}" for r in history.retries]
     lines += ["", "state"]
     lines += [f"  {n}" for n in history.notes]
-    return "\n".join(lines)
+    return _lines(lines)
+
+
+def _retry_line(r: PastRetry, now: datetime) -> str:
+    was = f"{r.previous_status} since {clock_text(r.previous_since, now)}"
+    return (
+        f"{clock_text(r.retried_at, now)}  was {was} after {r.previous_attempts} attempt(s): "
+        f"{r.previous_failure or 'no reason recorded'}"
+    )
 
 
 def format_resolution(resolution: Resolution) -> str:
@@ -148,7 +187,7 @@ def format_resolution(resolution: Resolution) -> str:
                 f"  seq {s.seq}  key {s.key}  result {s.result_id}  remote {s.remote_status}"
             )
     lines += [f"  still in doubt: {v}" for v in resolution.in_doubt]
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 def format_cancellation(c: Cancellation) -> str:
@@ -165,4 +204,25 @@ def format_cancellation(c: Cancellation) -> str:
             f"\n  left in doubt, never to be re-sent: {', '.join(c.left_in_doubt)} "
             "(the remote may have acted on them)"
         )
-    return line
+    return _lines(line.split("\n"))
+
+
+def format_retry(r: Retry) -> str:
+    past = r.past
+    if past.previous_status == "failed":
+        head = f"run {r.run_id} is pending again (was failed: {past.previous_failure or '-'})"
+    else:
+        head = (
+            f"run {r.run_id} may be claimed now ({r.status}; its last stop: "
+            f"{past.previous_failure or '-'})"
+        )
+    lines = [
+        head,
+        f"  attempts {past.previous_attempts} -> 0, backoff cleared, give-up clock restarted; "
+        "the supervisor or `python -m agent_runtime run` takes it from here",
+    ]
+    if r.in_doubt:
+        lines.append(
+            f"  in doubt, re-sent under the same keys by the next owner: {', '.join(r.in_doubt)}"
+        )
+    return _lines(lines)

@@ -9,7 +9,9 @@ Marks: a triangle where a generation claimed the run (red when it took over a
 lease), a circle per decision, a diamond per intent (hollow with a ``?`` while it
 has no confirm), a square per confirm (teal when the remote answered
 ``already_done``), a red cross where a worker died (dashed grey where a forced
-takeover fenced it out), a grey bar where one handed the run back. Dashed red
+takeover fenced it out), a grey bar where one handed the run back, a ring with an
+arrow where an operator retried the run (on the operator's lane; the failure it
+cleared stays where it happened). Dashed red
 curves join a dead worker to the claim that took its run over; dotted lines join
 an intent to the confirm another generation wrote for it under the same key.
 
@@ -33,7 +35,7 @@ COLUMN = 104  # px per event
 LANE = 84  # px per lane
 LABELS = 210  # px of lane labels on the left
 TOP = 70  # px above the first lane
-MIN_WIDTH = 1160  # px, so the legend fits
+MIN_WIDTH = 1240  # px, so the legend fits
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 VERDICT_LINE = 16  # px per line of verdict text
 NO_DOUBT = "nothing in doubt: every intent has its confirm"

@@ -3,7 +3,9 @@
 - :class:`RunSummary` / :class:`RunList`: one line of ``runs`` each, and the listing;
 - :class:`Claim`, :class:`Step`, :class:`Event`, :class:`RunHistory`: one run's history,
   read by :func:`agent_runtime.operator.snapshot.read_history`;
-- :class:`Cancellation`, :class:`Resolution`: what ``cancel`` and ``resolve`` did.
+- :class:`PastRetry`: one operator's retry in a run's history (the failure it cleared);
+- :class:`Cancellation`, :class:`Resolution`, :class:`Retry`: what ``cancel``,
+  ``resolve`` and ``retry`` did.
 
 Times print in local time to the millisecond (``12:00:03.412``), compared with the
 database clock ``cr_now()`` that was read with the data.
@@ -88,6 +90,32 @@ class Claim:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PastRetry:
+    """One row of ``run_retries``: an operator's retry, and what the run was before it."""
+
+    generation: int  # the run's generation at the retry
+    previous_status: str  # failed, or pending/running (a free run: its backoff ended)
+    previous_failure: str | None
+    previous_attempts: int
+    previous_since: datetime  # when it failed (or last stopped)
+    retried_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> PastRetry:
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "previous_status": self.previous_status,
+            "previous_failure": self.previous_failure,
+            "previous_attempts": self.previous_attempts,
+            "previous_since": self.previous_since.isoformat(),
+            "retried_at": self.retried_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """A decided step and its tool call, if any, with what the journal proves about it."""
 
@@ -162,7 +190,7 @@ class Event:
 
     at: datetime
     kind: str  # claim takeover decide intent confirm crash fenced stopped expired done failed
-    # cancelled
+    # cancelled retried
     generation: int | None
     text: str  # one sentence
     seq: int | None = None
@@ -191,6 +219,7 @@ class RunHistory:
     notes: list[str]  # the run's state, and steps decided but not yet called
     owner_gone: bool = False  # the owner ran on this host and its process is gone
     owners: dict[int, str] = field(default_factory=dict)  # generation -> owner token
+    retries: list[PastRetry] = field(default_factory=list)  # oldest first
 
     @property
     def now(self) -> datetime:
@@ -210,6 +239,8 @@ class RunHistory:
                 "llm_calls": run.llm_calls,
                 "attempts": run.attempts,
                 "failure": run.failure,
+                "backing_off_until": _iso(run.lease_expires_at) if run.backing_off else None,
+                "progress_at": _iso(run.progress_at),
                 "created_at": run.created_at.isoformat(),
                 "updated_at": run.updated_at.isoformat(),
                 "steps_confirmed": sum(1 for s in self.steps if s.state == "confirmed"),
@@ -231,6 +262,7 @@ class RunHistory:
             "events": [e.to_json() for e in self.events],
             "in_doubt": self.in_doubt,
             "notes": self.notes,
+            "retries": [r.to_json() for r in self.retries],
         }
 
 
@@ -349,5 +381,23 @@ class Resolution:
                 }
                 for s in self.resolved
             ],
+            "in_doubt": self.in_doubt,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retry:
+    """What ``retry`` did: the run's status now, and what it was before."""
+
+    run_id: str
+    status: str  # pending (it was failed), or the free run's own status
+    past: PastRetry
+    in_doubt: list[str]  # keys of intents without a confirm: the next owner re-sends them
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run_id,
+            "status": self.status,
+            **self.past.to_json(),
             "in_doubt": self.in_doubt,
         }

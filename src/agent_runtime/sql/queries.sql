@@ -7,12 +7,14 @@ INSERT INTO runs (id) VALUES (%(run)s) ON CONFLICT (id) DO NOTHING;
 
 -- name: get_run
 SELECT id, status, owner, generation, lease_expires_at, llm_calls, attempts, failure,
-       created_at, updated_at, cr_now() AS now
+       created_at, updated_at, progress_at, cr_now() AS now
 FROM runs WHERE id = %(run)s;
 
 -- name: claim_run
--- Take one run: free, expired, or held by %(dead_owner)s at %(dead_generation)s, an
--- owner the caller proved dead (%(forced)s false) or fences out without proof (true).
+-- Take one run: free (and past its backoff), expired, or held by %(dead_owner)s at
+-- %(dead_generation)s, an owner the caller proved dead (%(forced)s false) or fences out
+-- without proof (true). A free run's lease_expires_at is its backoff: a run released on a
+-- resumable error is not claimable before it, by this claim or the supervisor's.
 -- The claim's reason (schema.sql, run_claims.reason) says which.
 WITH prev AS (
     SELECT id, owner, generation, lease_expires_at,
@@ -20,7 +22,7 @@ WITH prev AS (
     FROM runs
     WHERE id = %(run)s
       AND status IN ('pending', 'running')
-      AND (owner IS NULL
+      AND ((owner IS NULL AND lease_expires_at IS NULL)
            OR lease_expires_at <= cr_now()
            OR (owner = %(dead_owner)s AND generation = %(dead_generation)s))
     FOR UPDATE
@@ -44,14 +46,15 @@ SELECT id, generation, %(owner)s, previous_owner, previous_expired_at, reason FR
 RETURNING generation;
 
 -- name: claim_expired
--- The supervisor's sweep: up to %(limit)s claimable runs nobody else is claiming.
--- It never touches a live lease, so its reasons are first, handed_back or expired.
+-- The supervisor's sweep: up to %(limit)s claimable runs nobody else is claiming: free
+-- and past their backoff, or expired. It never touches a live lease, so its reasons are
+-- first, handed_back or expired. How many attempts a run already had does not matter
+-- here: give_up_exhausted, which runs first in every sweep, decides when to stop.
 WITH prev AS (
     SELECT id, owner, generation, lease_expires_at
     FROM runs
     WHERE status IN ('pending', 'running')
       AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
-      AND attempts < %(max_attempts)s
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -74,15 +77,29 @@ WITH prev AS (
 SELECT id, owner, generation FROM claimed;
 
 -- name: give_up_exhausted
--- Runs that kept failing: marked failed for good instead of retried forever.
-UPDATE runs
+-- Runs that kept failing, marked failed instead of retried forever (an operator's retry
+-- revives one): %(max_attempts)s claims since the last progress, *and* %(give_up_after)s
+-- seconds since the first of them. A short outage burns attempts fast; it must not fail
+-- a run that only had to wait.
+WITH tried AS (
+    SELECT r.id, r.attempts,
+           (SELECT min(c.claimed_at) FROM run_claims c
+            WHERE c.run_id = r.id AND c.claimed_at >= r.progress_at) AS trying_since
+    FROM runs r
+    WHERE r.status IN ('pending', 'running')
+      AND (r.owner IS NULL OR r.lease_expires_at <= cr_now())
+      AND r.attempts >= %(max_attempts)s
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE runs r
 SET status = 'failed', owner = NULL, lease_expires_at = NULL, updated_at = cr_now(),
-    failure = 'gave up after ' || attempts || ' attempts without progress: '
-              || coalesce(failure, 'no reason recorded')
-WHERE status IN ('pending', 'running')
-  AND (owner IS NULL OR lease_expires_at <= cr_now())
-  AND attempts >= %(max_attempts)s
-RETURNING id, failure;
+    failure = 'gave up after ' || tried.attempts || ' attempts in '
+              || round(extract(epoch FROM cr_now() - tried.trying_since))
+              || ' s without progress: ' || coalesce(r.failure, 'no reason recorded')
+FROM tried
+WHERE r.id = tried.id
+  AND tried.trying_since <= cr_now() - make_interval(secs => %(give_up_after)s)
+RETURNING r.id, r.failure;
 
 -- name: renew_lease
 UPDATE runs
@@ -95,8 +112,8 @@ SELECT 1 FROM runs
 WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running';
 
 -- name: release_run
--- A clean stop that did not finish: free the run now, say why, let it be retried
--- once cr_now() passes the given delay.
+-- A clean stop that did not finish: free the run now, say why, let it be claimed again
+-- once cr_now() passes the given delay (its backoff; every claim statement honours it).
 UPDATE runs
 SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s),
     failure = %(reason)s, updated_at = cr_now()
@@ -145,7 +162,7 @@ RETURNING intent_at;
 WITH relaxed AS (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 ), owned AS (
-    UPDATE runs SET updated_at = cr_now(), attempts = 0
+    UPDATE runs SET updated_at = cr_now(), attempts = 0, progress_at = cr_now()
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
       AND status = 'running' AND (SELECT setting FROM relaxed) = 'off'
     RETURNING id
@@ -170,14 +187,15 @@ FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
 -- The supervisor saw its own child exit: whoever holds this generation is dead for
 -- certain (the child may have adopted the lease under its own token; a newer claim
 -- would have bumped the generation). A run the worker released itself keeps the
--- release's own reason and delay. The run is free afterwards: the next claim's reason
--- is handed_back.
+-- release's own reason and delay. The run is free afterwards, claimable once cr_now()
+-- passes the delay (a backoff after repeated deaths); %(reason)s, when given, says why
+-- it stopped. The next claim's reason is handed_back.
 UPDATE runs
 SET owner = NULL, lease_expires_at = cr_now() + make_interval(secs => %(delay)s),
-    updated_at = cr_now()
+    failure = coalesce(%(reason)s, failure), updated_at = cr_now()
 WHERE id = %(run)s AND generation = %(generation)s AND status = 'running'
   AND owner IS NOT NULL
-RETURNING id;
+RETURNING id, lease_expires_at;
 
 -- name: adopt_lease
 -- A worker started on a lease claimed for it (by a supervisor) puts its own token on
