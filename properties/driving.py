@@ -327,6 +327,10 @@ class Driving(ABC):
             return False
         if kind == "RemoteUnavailable":
             return self.cloud_faults_armed
+        if kind == "BackingOff":  # a restart of a run released on an error, before its wait
+            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+            waiting = row is not None and row["owner"] is None and row["lease_expires_at"]
+            return bool(waiting and row is not None and row["lease_expires_at"] > row["now"])
         return False
 
     def _mark_dropped(self, w: WorkerRec) -> None:

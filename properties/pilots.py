@@ -131,7 +131,13 @@ def build_worker(
         crash=GatePlan(hook=hook),
         owner=owner,
         heartbeat_connect=heartbeat_connect,  # no thread: the runner says when it beats
+        rand=no_jitter,  # every wait its full length: both runners see the same backoffs
     )
+
+
+def no_jitter() -> float:
+    """The jitter source of the suite's workers: none, so that schedules replay exactly."""
+    return 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,6 +11,7 @@ The protocol between the two sides is one JSON object per line over two pipes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -123,11 +124,10 @@ def child_main(config: dict[str, Any], channel: _Channel) -> int:
 
 
 def _settings_json(settings: Settings) -> dict[str, Any]:
-    fields = (
-        "database_url", "cloud_url", "model_url", "lease", "heartbeat", "poll",
-        "model_timeout", "tool_timeout", "tool_retries", "retry_backoff", "max_attempts",
-    )  # fmt: skip
-    return {name: getattr(settings, name) for name in fields}
+    """Every setting but the crash plan (the child's crash is its gate)."""
+    return {
+        f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "crash"
+    }
 
 
 class ProcessPilot(Pilot):

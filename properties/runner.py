@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
 
 from agent_runtime import clock, db
@@ -60,6 +60,8 @@ SETTINGS: Final = Settings(
     tool_retries=2,
     retry_backoff=0.0,
     model_timeout=10.0,
+    run_backoff=1.0,  # a run released on a resumable error waits 1, 2, 4, 8, 8... seconds
+    run_backoff_cap=8.0,
     max_attempts=1_000_000,  # the sweep never gives up on a run: teardown must finish it
 )
 
@@ -97,6 +99,7 @@ class ScheduleRunner(Driving):
         self.stats = Stats()
         self.on_event: Callable[[str], None] = lambda label: None  # hypothesis.event in tests
         self.supervisor = owner_of("supervisor")
+        self.clock_now = EPOCH
         self._baseline: Baseline | None = None
         self._clear()
 
@@ -123,6 +126,7 @@ class ScheduleRunner(Driving):
         if self.stats.examples % VACUUM_EVERY == 0:
             sqlfile.rows(self.conn, "vacuum_journal")
         clock.freeze(self.conn, EPOCH)
+        self.clock_now = EPOCH  # cr_now(): frozen, moved only by _advance
         self.remotes.reset()
         self._clear()
         self.stats.examples += 1
@@ -302,6 +306,7 @@ class ScheduleRunner(Driving):
 
     def _advance(self, seconds: float) -> None:
         db.run(self.conn, "clock_advance", {"seconds": seconds})  # clock.advance, unread
+        self.clock_now += timedelta(seconds=seconds)
 
     def _claim_expired(self) -> list[Lease]:
         """The supervisor's own claim; a claim of a lease that was live is a violation."""
@@ -419,7 +424,9 @@ class ScheduleRunner(Driving):
             unfinished = [r for r in self.started if self._status(r) in ("pending", "running")]
             if not unfinished:
                 return
-            self._advance(self.settings.lease + 1)  # every worker of these is gone
+            # every worker of these is gone: one lease and the longest backoff later, all
+            # of them must be claimable
+            self._advance(self.settings.lease + self.settings.run_backoff_cap + 1)
             claimed = {lease.run_id: lease for lease in self._claim_expired()}
             for run in unfinished:
                 lease = claimed.get(run)
@@ -567,12 +574,17 @@ class ScheduleRunner(Driving):
         """Every claim recorded its reason truthfully (schema.sql, run_claims.reason)."""
         found: list[Violation] = []
         alive = {w.pilot.owner for w in self.workers if w.alive}
+        before = self.previous.runs if self.previous is not None else {}
         for c in now.claims:
             if (c.run, c.generation) in self.claims_seen:
                 continue
             self.claims_seen.add((c.run, c.generation))
             wrong = ""
-            if c.reason == "expired" and not c.lapsed:
+            prior = before.get(c.run)
+            backoff = prior.lease_expires_at if prior is not None and prior.owner is None else None
+            if backoff is not None and backoff > self.clock_now:
+                wrong = f"took the run during its backoff (claimable from {backoff:%H:%M:%S})"
+            elif c.reason == "expired" and not c.lapsed:
                 wrong = f"claimed {c.previous_owner}'s lease as expired while it still ran"
             elif c.reason == "owner_dead" and c.previous_owner in alive:
                 wrong = f"recorded {c.previous_owner} as proved dead while its worker lives"

@@ -23,6 +23,11 @@ def _queries() -> NamedQueries:
 
 
 def query(name: str) -> sql.SQL:
+    """A statement of ``properties/sql/*.sql``, or a variant's edit of a runtime one."""
+    from .variants.mutations import EDITS, statement
+
+    if name in EDITS:
+        return statement(name)
     return _queries()[name]
 
 

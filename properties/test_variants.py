@@ -17,6 +17,7 @@ from .machine import explore
 from .runners import InProcessRunner, first_failure
 from .server import SuiteDatabase
 from .variants import VARIANTS
+from .variants.mutations import EDITS, statement
 from .violations import Violation, Violations
 
 MAX_SHRUNK = 8  # events a shrunk schedule may keep
@@ -52,3 +53,10 @@ def test_the_ci_profile_catches_a_broken_runtime(
     finally:
         broken.close()
     assert first_failure(inprocess_runner, schedule.events) is None
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_every_broken_statement_is_one_edit_of_todays_runtime(name: str) -> None:
+    edited = statement(name).as_string(None)
+    assert edited != ""
+    assert EDITS[name].base != name

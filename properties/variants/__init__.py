@@ -21,6 +21,8 @@ variant                    kind                    what is broken
 ``claim_ignores_lease``    claim                   the sweep claims without looking at leases
 ``claim_run_flipped``      wrong predicate         a claim's lease comparison points the wrong
                                                    way (takes live leases, refuses expired)
+``claim_ignores_backoff``  wrong predicate         a free run is claimable at once, before the
+                                                   backoff of its last resumable stop
 ``renew_any_owner``        renewal                 the heartbeat renews without checking who
                                                    holds the run
 ``unchecked_model_call``   ownership check         "do I still own the run?" before the model
@@ -121,6 +123,12 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="wrong predicate",
             summary="a claim takes live leases without proof and refuses expired ones",
             journal=journals.FlippedClaimJournal,
+        ),
+        Variant(
+            name="claim_ignores_backoff",
+            kind="wrong predicate",
+            summary="a free run is claimable at once, before its backoff has passed",
+            journal=journals.BackoffBlindJournal,
         ),
         Variant(
             name="renew_any_owner",

@@ -97,6 +97,8 @@ class FlippedClaimJournal(Journal):
     """claim_run_flipped: the claim's lease comparison points the wrong way: it takes over
     a live lease without proof and refuses an expired one."""
 
+    CLAIM = "flipped_claim_run"
+
     def claim(
         self,
         run_id: str,
@@ -115,20 +117,30 @@ class FlippedClaimJournal(Journal):
             "dead_generation": dead_generation,
             "forced": forced,
         }
-        row = sqlfile.one(self.conn, "flipped_claim_run", params)
+        row = sqlfile.one(self.conn, self.CLAIM, params)
         return (
             None if row is None else Lease(run_id=run_id, owner=owner, generation=row["generation"])
         )
 
 
+class BackoffBlindJournal(FlippedClaimJournal):
+    """claim_ignores_backoff: a run nobody holds is claimable at once, so a restart takes
+    a run released on an error before its backoff has passed."""
+
+    CLAIM = "backoff_blind_claim_run"
+
+
 class RelaxedIntentJournal(Journal):
-    """async_intent: the intent commits with ``synchronous_commit = off`` like the confirm,
-    so a database crash may lose an intent whose request already went out."""
+    """async_intent: the intent is written with ``synchronous_commit = off`` for the
+    session (for speed, like the confirm), so a database crash may lose an intent whose
+    request already went out."""
 
     def record_intent(self, lease: Lease, seq: int) -> ToolCall:
-        key = idempotency_key(lease.run_id, seq)
-        row = fenced(self, "relaxed_record_intent", lease, f"intent seq={seq}", seq=seq, key=key)
-        return _intent(lease, seq, key, row["intent_at"])
+        sqlfile.rows(self.conn, "session_relaxed_commit")
+        try:
+            return super().record_intent(lease, seq)
+        finally:
+            sqlfile.rows(self.conn, "session_durable_commit")
 
 
 class UnfencedReleaseJournal(Journal):
