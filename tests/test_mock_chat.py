@@ -366,7 +366,13 @@ UNANSWERED = [
         ),
         pytest.param(body(messages=UNANSWERED), "messages", "invalid_value", id="unanswered-call"),
         pytest.param(
-            body(messages=[*UNANSWERED, {"role": "user", "content": "well?"}]),
+            body(
+                messages=[
+                    *UNANSWERED,
+                    {"role": "user", "content": "well?"},
+                    {"role": "tool", "tool_call_id": "c1", "content": json.dumps(SERVER_RESULT)},
+                ]
+            ),
             "messages",
             "invalid_value",
             id="user-before-the-answer",
