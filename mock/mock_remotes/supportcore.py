@@ -20,6 +20,7 @@ acting, `drop_after` acts, commits, then loses the answer, `latency` waits first
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -155,13 +156,7 @@ class Ticket:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "id": self.id,
-            "args": self.args,
-            "result": self.result,
-            "created_at": self.created_at,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,14 +182,7 @@ class Delivery:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "message_id": self.message_id,
-            "to": self.to,
-            "subject": self.subject,
-            "body": self.body,
-            "delivered_at": self.delivered_at,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,13 +206,7 @@ class DeskAnswer:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "op": self.op,
-            "ref": self.ref,
-            "answer": self.answer,
-            "dropped": self.dropped,
-        }
+        return dataclasses.asdict(self)
 
 
 class Support(SqliteStore):
