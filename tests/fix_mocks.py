@@ -1,8 +1,9 @@
-"""Mock remote fixtures: the cloud and the model, in-process or as uvicorn subprocesses.
+"""Mock remote fixtures: the cloud, the model, the support desk; in-process or under uvicorn.
 
-- `cloud` / `model`: fresh cores (the cloud on a tmp SQLite file), per test;
-- `cloud_http` / `model_http`: `httpx.Client`s over socket-free transports to them;
-- `mock_servers`: both mocks as real uvicorn subprocesses, once per session
+- `cloud` / `model` / `support`: fresh cores (SQLite ones on a tmp file), per test;
+- `cloud_http` / `model_http` / `support_http`: `httpx.Client`s over socket-free
+  transports to them;
+- `mock_servers`: the three mocks as real uvicorn subprocesses, once per session
   (call `mock_servers.reset()` first: other tests share them).
 """
 
@@ -14,7 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mock_remotes import Cloud, MockServers, Model, cloud_transport, model_transport, start_mocks
+from mock_remotes import (
+    Cloud,
+    MockServers,
+    Model,
+    Support,
+    cloud_transport,
+    model_transport,
+    start_mocks,
+    support_transport,
+)
 
 
 @pytest.fixture
@@ -44,10 +54,24 @@ def model_http(model: Model) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.fixture
+def support(tmp_path: Path) -> Iterator[Support]:
+    """A fresh mock support desk on its own SQLite file."""
+    with Support(tmp_path / "mock-support.sqlite3") as fresh:
+        yield fresh
+
+
+@pytest.fixture
+def support_http(support: Support) -> Iterator[httpx.Client]:
+    """A client for `support`, no sockets (base_url http://support)."""
+    with httpx.Client(transport=support_transport(support), base_url="http://support") as client:
+        yield client
+
+
 @pytest.fixture(scope="session")
 def mock_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockServers]:
-    """Both mocks under uvicorn on free 127.0.0.1 ports; stopped at session end."""
-    servers = start_mocks(tmp_path_factory.mktemp("mock-servers"))
+    """The three mocks under uvicorn on free 127.0.0.1 ports; stopped at session end."""
+    servers = start_mocks(tmp_path_factory.mktemp("mock-servers"), support=True)
     try:
         yield servers
     finally:

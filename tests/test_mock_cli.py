@@ -17,7 +17,7 @@ from mock_remotes.cli import build_parser
 
 from .fix_supervisor import wait_for
 
-STARTING = re.compile(r"mock (cloud|model) starting pid=(\d+) port=(\d+)")
+STARTING = re.compile(r"mock (cloud|model|support) starting pid=(\d+) port=(\d+)")
 
 
 def _free_port() -> int:
@@ -45,8 +45,10 @@ def _alive(pid: int) -> bool:
 class MocksProcess:
     """``python -m mock_remotes`` in the foreground, its output going to a file."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, support: bool = False) -> None:
         self.ports = {"cloud": _free_port(), "model": _free_port()}
+        if support:
+            self.ports["support"] = _free_port()
         self.out = data_dir.with_name("mock-remotes.out")
         with self.out.open("w") as out:
             self.proc = subprocess.Popen(
@@ -55,10 +57,11 @@ class MocksProcess:
                     "-m",
                     "mock_remotes",
                     str(data_dir),
-                    "--cloud-port",
-                    str(self.ports["cloud"]),
-                    "--model-port",
-                    str(self.ports["model"]),
+                    *(
+                        arg
+                        for name, port in self.ports.items()
+                        for arg in (f"--{name}-port", str(port))
+                    ),
                 ],
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 stdin=subprocess.DEVNULL,
@@ -105,6 +108,39 @@ def test_a_signal_to_the_foreground_mocks_stops_both_servers_and_frees_their_por
             assert not _listening(port), f"port {port} of the {name} mock is still open"
     finally:
         mocks.kill_everything()
+
+
+def test_with_a_support_port_the_support_desk_runs_too_and_stops_with_the_others(
+    tmp_path: Path,
+) -> None:
+    mocks = MocksProcess(tmp_path / "mocks", support=True)
+    try:
+        wait_for("the mocks to answer", lambda: "\nsupport http://" in mocks.text)
+        children = mocks.children
+        assert sorted(children) == ["cloud", "model", "support"]
+        assert all(_listening(port) for port in mocks.ports.values())
+        assert (tmp_path / "mocks" / "mock-support.sqlite3").exists()
+
+        mocks.proc.send_signal(signal.SIGTERM)
+        code = mocks.proc.wait(timeout=30)
+
+        assert code == 0, mocks.text
+        assert not any(_alive(pid) for pid in children.values())
+        assert not any(_listening(port) for port in mocks.ports.values())
+    finally:
+        mocks.kill_everything()
+
+
+def test_a_support_latency_without_a_support_port_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mock_remotes", "--support-latency", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    assert "--support-latency needs --support-port" in done.stderr
 
 
 def test_the_help_explains_every_option_and_shows_an_example() -> None:

@@ -1,6 +1,7 @@
-"""``python -m mock_remotes``: both mocks in the foreground until a stop signal.
+"""``python -m mock_remotes``: the mocks in the foreground until a stop signal.
 
-Ctrl-C (SIGINT), SIGTERM and SIGHUP all stop both uvicorn children the same way
+The cloud and the model always run; the support desk too when ``--support-port``
+is given. Ctrl-C (SIGINT), SIGTERM and SIGHUP all stop every uvicorn child the same way
 (``MockServers.stop``: SIGTERM to each, SIGKILL after 5 s) before the command
 exits. A signal handler only records the signal; the foreground loop does the
 stopping, so a signal can never land between a ``Popen`` and the bookkeeping
@@ -21,17 +22,19 @@ logger = logging.getLogger(__name__)
 
 CLI_DESCRIPTION = """\
 Run the mock cloud and the mock model in the foreground, each as its own uvicorn
-server on 127.0.0.1, until Ctrl-C, SIGTERM or SIGHUP stops both (SIGTERM to each,
+server on 127.0.0.1, until Ctrl-C, SIGTERM or SIGHUP stops them (SIGTERM to each,
 SIGKILL after 5 s). The cloud keeps its resources and idempotency keys in
 DATA_DIR/mock-cloud.sqlite3 and the model its call counts in mock-model.json, so
 a restart on the same directory forgets nothing; their logs are mock-cloud.log
 and mock-model.log there. Point the agent at them with CLOUD_URL and MODEL_URL
-(the defaults match the default ports)."""
+(the defaults match the default ports). With --support-port, the mock support
+desk (orders, tickets, a mailbox) runs too, its state in mock-support.sqlite3."""
 
 CLI_EPILOG = """\
 Example:
   python -m mock_remotes .crashresume/mocks --cloud-port 8001 --model-port 8002
   CLOUD_URL=http://127.0.0.1:8001 MODEL_URL=http://127.0.0.1:8002 python -m agent_runtime
+  python -m mock_remotes .crashresume/mocks --support-port 8003   # with the support desk
 
 Exit status: 0 after a stop signal, 1 if a mock exited by itself, 2 on bad usage."""
 
@@ -82,12 +85,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="delay before the model answers every decision (default: %(default)s)",
     )
+    parser.add_argument(
+        "--support-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="also run the mock support desk on this port (0 picks a free one; "
+        "default: not started)",
+    )
+    parser.add_argument(
+        "--support-latency",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="delay before the support desk files a ticket or sends an email "
+        "(default: %(default)s)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run both mocks in the foreground until a stop signal; stop both before returning."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.support_latency and args.support_port is None:
+        parser.error("--support-latency needs --support-port: the support desk is not started")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stop_by: list[int] = []  # the handler only appends: safe whatever the main thread does
@@ -104,13 +126,16 @@ def main(argv: list[str] | None = None) -> int:
             cloud_latency=args.cloud_latency,
             model_latency=args.model_latency,
             log_level="info",
+            support=args.support_port is not None,
+            support_port=args.support_port or None,
+            support_latency=args.support_latency,
         ) as mocks:
-            print(
-                f"cloud {mocks.cloud_url}\nmodel {mocks.model_url}\n(Ctrl-C or SIGTERM stops both)",
-                flush=True,
-            )
+            lines = [f"cloud {mocks.cloud_url}", f"model {mocks.model_url}"]
+            if mocks.support is not None:
+                lines.append(f"support {mocks.support_url}")
+            print("\n".join([*lines, "(Ctrl-C or SIGTERM stops them)"]), flush=True)
             while not stop_by:
-                exited = [m for m in (mocks.cloud, mocks.model) if m.process.poll() is not None]
+                exited = [m for m in mocks.running if m.process.poll() is not None]
                 if exited:
                     for mock in exited:
                         logger.error(

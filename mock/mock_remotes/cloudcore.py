@@ -30,16 +30,13 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, Final, Literal, get_args
 
-from mock_remotes._sql import queries
+from mock_remotes._store import SqliteStore, Synchronous
 from mock_remotes.errors import (
     InjectedFailure,
     InvalidArgs,
@@ -48,7 +45,7 @@ from mock_remotes.errors import (
     MockError,
     StaleGeneration,
 )
-from mock_remotes.faults import CloudFaults, updated
+from mock_remotes.faults import CloudFaults, taken, updated
 
 __all__ = [
     "KINDS",
@@ -66,7 +63,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Kind = Literal["server", "database", "dns_record"]
-Synchronous = Literal["FULL", "NORMAL", "OFF"]
 KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 
 PLURAL: Final[dict[Kind, str]] = {
@@ -80,12 +76,6 @@ _ARGS: Final[dict[Kind, dict[str, tuple[str, ...] | None]]] = {
     "server": {"name": None, "size": ("small", "medium", "large"), "region": None},
     "database": {"name": None, "engine": ("postgres", "mysql"), "server_id": None},
     "dns_record": {"name": None, "type": ("A", "CNAME"), "value": None},
-}
-# PRAGMAs take no parameters: each setting is its own fixed statement in cloud.sql.
-_SYNCHRONOUS: Final[dict[Synchronous, str]] = {
-    "FULL": "synchronous_full",
-    "NORMAL": "synchronous_normal",
-    "OFF": "synchronous_off",
 }
 
 
@@ -222,7 +212,7 @@ class Outcome:
         return self.hold is not None
 
 
-class Cloud:
+class Cloud(SqliteStore):
     """The mock cloud over one SQLite file; safe to share between threads."""
 
     def __init__(
@@ -239,37 +229,12 @@ class Cloud:
         power cut; NORMAL and OFF still survive a crash of the mock process and are
         faster where fsync is slow, for long property runs.
         """
-        if synchronous not in get_args(Synchronous):
-            raise ValueError(f"synchronous must be one of {get_args(Synchronous)}")
-        self.path = os.fspath(path)
-        self._sql = queries("cloud.sql")
-        self._lock = threading.Lock()
+        super().__init__(path, "cloud.sql", synchronous)
         self._baseline = updated(CloudFaults(), {"latency": latency})
         self._faults = self._baseline
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute(self._sql["journal_wal"])
-        self._db.execute(self._sql[_SYNCHRONOUS[synchronous]])
-        self._db.execute(self._sql["busy_timeout"])
-        self._db.executescript(self._sql["schema"])
         logger.info("mock cloud store=%s synchronous=%s", self.path, synchronous)
 
     # -- lifecycle -------------------------------------------------------------------
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> Cloud:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def reset(self) -> None:
         """Forget everything: records, counters, fences, request counts, faults."""
@@ -292,11 +257,8 @@ class Cloud:
             return self._faults
 
     def _take(self, knob: Literal["fail_before", "drop_after"]) -> bool:
-        left: int = getattr(self._faults, knob)
-        if left <= 0:
-            return False
-        self._faults = updated(self._faults, {knob: left - 1})
-        return True
+        self._faults, took = taken(self._faults, knob)
+        return took
 
     # -- the one mutating operation ----------------------------------------------------
 
@@ -445,25 +407,3 @@ class Cloud:
             "total": len(records),
             "resources": [record.to_json() for record in records],
         }
-
-    # -- sqlite plumbing (callers hold the lock) ------------------------------------------
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except MockError:
-            self._db.execute("COMMIT")  # a refusal keeps its request count and fence
-            raise
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
-    def _run(self, name: str, **params: object) -> None:
-        self._db.execute(self._sql[name], params)
-
-    def _one(self, name: str, **params: object) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._db.execute(self._sql[name], params).fetchone()
-        return row

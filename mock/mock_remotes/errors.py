@@ -10,8 +10,16 @@ The tree::
     ├── StaleGeneration          409 stale_generation (fenced out, nothing happened)
     ├── KeyConflict              409 key_conflict (key reused with other arguments)
     ├── InjectedFailure          500 injected_failure (fail_before knob, nothing happened)
-    └── NotFound                 404 not_found (no such route)
-        └── UnknownKey           404 unknown_key (the cloud never acted on this key)
+    ├── NotFound                 404 not_found (no such route)
+    │   ├── UnknownKey           404 unknown_key (the cloud never acted on this key)
+    │   └── UnknownOrder         404 unknown_order (not in the support desk's catalogue)
+    └── ChatError                a Chat Completions refusal, in the OpenAI error shape
+        ├── ChatInvalidRequest   400 invalid_request_error (a request the model cannot answer)
+        └── ChatModelNotFound    404 model_not_found (no plan by that model name)
+
+`ChatError`s answer `{"error": {"message", "type", "param", "code"}}`, the shape
+OpenAI's API and its clients use; every other refusal answers
+`{"error": code, "detail": ..., **extra}`.
 
 They are raised by the cores and turned into a JSON answer at one boundary
 (`mock_remotes._wire.Router.dispatch`), so the FastAPI apps and the in-process
@@ -23,6 +31,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "ChatError",
+    "ChatInvalidRequest",
+    "ChatModelNotFound",
     "InjectedFailure",
     "InvalidArgs",
     "InvalidFencingGeneration",
@@ -33,6 +44,7 @@ __all__ = [
     "NotFound",
     "StaleGeneration",
     "UnknownKey",
+    "UnknownOrder",
 ]
 
 
@@ -94,3 +106,36 @@ class NotFound(MockError):
 
 class UnknownKey(NotFound):
     code = "unknown_key"
+
+
+class UnknownOrder(NotFound):
+    code = "unknown_order"
+
+
+class ChatError(MockError):
+    """A `POST /v1/chat/completions` refusal, answered in the OpenAI error shape.
+
+    `param` names the offending request field (`"messages[2].content"`), `reason`
+    is the machine-readable `code` of the OpenAI shape (`"tool_not_offered"`).
+    """
+
+    status = 400
+    code = "invalid_request_error"  # the OpenAI error "type"
+
+    def __init__(self, detail: str, *, param: str | None = None, reason: str | None = None) -> None:
+        super().__init__(detail)
+        self.param = param
+        self.reason = reason
+
+    def to_json(self) -> dict[str, object]:
+        """`{"error": {"message", "type", "param", "code"}}`."""
+        error = {"message": self.detail, "type": self.code, "param": self.param}
+        return {"error": {**error, "code": self.reason}}
+
+
+class ChatInvalidRequest(ChatError):
+    status = 400
+
+
+class ChatModelNotFound(ChatError):
+    status = 404

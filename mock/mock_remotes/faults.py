@@ -1,4 +1,4 @@
-"""The fault and latency knobs of both mocks (in memory, never durable).
+"""The fault and latency knobs of the mocks (in memory, never durable).
 
 A knob update names only the fields it changes; the others keep their value.
 Counting knobs (`fail_before`, `malformed`, ...) are consumed one per request;
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from mock_remotes.errors import InvalidRequest
 
-__all__ = ["HANG", "CloudFaults", "ModelFaults", "updated"]
+__all__ = ["HANG", "CloudFaults", "ModelFaults", "SupportFaults", "taken", "updated"]
 
 HANG = 30.0  # seconds a dropped cloud answer is held before it is sent (uvicorn only)
 
@@ -36,7 +36,15 @@ class ModelFaults:
     latency: float = 0.0  # seconds every decision waits (after counting the call)
 
 
-_Knobs = TypeVar("_Knobs", CloudFaults, ModelFaults)
+@dataclass(frozen=True, kw_only=True)
+class SupportFaults:
+    fail_before: int = 0  # next n tickets/sends: 500 injected_failure, nothing happens
+    drop_after: int = 0  # next n successful tickets/sends: act, commit, lose the answer
+    latency: float = 0.0  # seconds every ticket and send waits before acting
+    hang: float = HANG  # seconds a dropped answer is held (a client timeout fires first)
+
+
+_Knobs = TypeVar("_Knobs", CloudFaults, ModelFaults, SupportFaults)
 
 
 def _check(name: str, kind: type, value: object) -> int | float:
@@ -63,3 +71,11 @@ def updated(current: _Knobs, changes: Mapping[str, Any]) -> _Knobs:
         if value is not None
     }
     return dataclasses.replace(current, **checked)
+
+
+def taken(current: _Knobs, knob: str) -> tuple[_Knobs, bool]:
+    """`current` with one use of the counting `knob` consumed, and whether one was left."""
+    left: int = getattr(current, knob)
+    if left <= 0:
+        return current, False
+    return dataclasses.replace(current, **{knob: left - 1}), True

@@ -7,7 +7,7 @@ The transports run the same `Router.dispatch` the FastAPI apps run, in the
 calling thread, so the HTTP contract is byte-for-byte the standalone one.
 
 Time, in-process:
-- the cloud's `drop_after` knob acts, commits, then raises `httpx.ReadTimeout`
+- the `drop_after` knob (cloud, support) acts, commits, then raises `httpx.ReadTimeout`
   at once (no sleeping);
 - a latency knob sleeps for real while it fits in the request's read timeout;
   when it would not, nothing sleeps: the remote still does its work (as a real
@@ -32,6 +32,8 @@ from mock_remotes.cloudcore import Cloud
 from mock_remotes.cloudroutes import cloud_router
 from mock_remotes.modelcore import Model
 from mock_remotes.modelroutes import model_router
+from mock_remotes.supportcore import Support
+from mock_remotes.supportroutes import support_router
 
 __all__ = [
     "FaultTransport",
@@ -39,6 +41,7 @@ __all__ = [
     "TransportFault",
     "cloud_transport",
     "model_transport",
+    "support_transport",
 ]
 
 logger = logging.getLogger(__name__)
@@ -120,6 +123,11 @@ def cloud_transport(cloud: Cloud) -> httpx.BaseTransport:
 def model_transport(model: Model) -> httpx.BaseTransport:
     """A socket-free transport serving `model` (use any base_url, e.g. http://model)."""
     return RouterTransport(model_router(model), name="mock model")
+
+
+def support_transport(support: Support) -> httpx.BaseTransport:
+    """A socket-free transport serving `support` (use any base_url, e.g. http://support)."""
+    return RouterTransport(support_router(support), name="mock support")
 
 
 class FaultTransport(httpx.BaseTransport):

@@ -1,14 +1,17 @@
-"""The mock model: given a run's confirmed steps, it names the next tool call.
+"""The mock model: given a run's history, it names the next tool call.
 
-The plan is fixed: a server, then a database on it, then a DNS record pointing
-at it, then `done`. Every name the model picks carries its call count for that
-run (`srv-1`, `db-2`, `app-3.example.test`), counted before anything else, so a
-step decided twice shows up in the name (`srv-2`). Counts live in memory, or in
-a small JSON file (`state_path`) when they must survive a restart of the mock.
+Two protocols share one model: its own `POST /v1/decide` (`decide`, given the
+run's confirmed steps) and the OpenAI Chat Completions wire format (`complete`,
+given the conversation; `mock_remotes.chat`). Both follow the plans of
+`mock_remotes.plans` and count into the same per-run call count, added to
+before anything else, so every name the model picks carries it (`srv-1`,
+`db-2`, `app-3.example.test`) and a step decided twice shows up (`srv-2`).
+Counts live in memory, or in a small JSON file (`state_path`) when they must
+survive a restart of the mock.
 
-Fault knobs make the next answers bad on purpose: `malformed` (alternately
-truncated JSON and JSON without "tool"), `unknown_tool`, `invalid_args`. When
-several are set, they are served in that order.
+Fault knobs make the next answers bad on purpose: `malformed`, `unknown_tool`,
+`invalid_args`, consumed one per answer of either protocol. When several are
+set, they are served in that order.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
+from mock_remotes.chat import Fault, RawAnswer, completion
+from mock_remotes.chatrequest import ChatRequest
 from mock_remotes.errors import InvalidRequest
 from mock_remotes.faults import ModelFaults, updated
+from mock_remotes.plans import PROVISIONER, Context, Step, ToolCall, spoil_provisioning
 
 __all__ = ["TOOLS", "Answer", "Model", "RawAnswer", "Step", "parse_request"]
 
@@ -33,34 +39,8 @@ logger = logging.getLogger(__name__)
 
 TOOLS: Final = ("create_server", "create_database", "create_dns_record", "done")
 UNKNOWN_TOOL: Final = "delete_everything"
-_BAD_ENUM: Final = {"create_server": ("size", "gigantic"), "create_database": ("engine", "oracle")}
 _TRUNCATED: Final = '{"tool": "create_server", "args": {"name": "srv-'
-
-Fault = Literal["malformed", "unknown_tool", "invalid_args"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Step:
-    """One confirmed step of a run's history, as the runtime sends it."""
-
-    seq: int
-    tool: str
-    args: dict[str, Any]
-    result: dict[str, Any]
-
-    @classmethod
-    def from_json(cls, obj: object, index: int = 0) -> Step:
-        where = f"history[{index}]"
-        if not isinstance(obj, dict):
-            raise InvalidRequest(f"{where} must be an object with seq, tool, args, result")
-        seq, tool, args, result = (obj.get(k) for k in ("seq", "tool", "args", "result"))
-        if isinstance(seq, bool) or not isinstance(seq, int):
-            raise InvalidRequest(f"{where}.seq must be an integer")
-        if not isinstance(tool, str):
-            raise InvalidRequest(f"{where}.tool must be a string")
-        if not isinstance(args, dict) or not isinstance(result, dict):
-            raise InvalidRequest(f"{where}.args and {where}.result must be objects")
-        return cls(seq=seq, tool=tool, args=args, result=result)
+FAULTS: Final[tuple[Fault, ...]] = ("malformed", "unknown_tool", "invalid_args")
 
 
 def parse_request(body: object) -> tuple[str, list[Step]]:
@@ -75,49 +55,17 @@ def parse_request(body: object) -> tuple[str, list[Step]]:
     return run_id, [Step.from_json(step, i) for i, step in enumerate(history)]
 
 
-@dataclass(frozen=True)
-class RawAnswer:
-    """An answer body that is not JSON at all (a malformed fault)."""
-
-    text: str
-
-
 Answer = dict[str, Any] | RawAnswer
 
 
-def _first(history: Sequence[Step], tool: str) -> Step | None:
-    return next((step for step in history if step.tool == tool), None)
+@dataclass(frozen=True, kw_only=True)
+class _Counted:
+    """One counted call: its number, and the fault (if any) it is answered with."""
 
-
-def _reference(step: Step, field: str) -> str:
-    value = step.result.get(field)
-    if not isinstance(value, str) or not value:
-        raise InvalidRequest(f"the {step.tool} step (seq {step.seq}) has no result {field!r}")
-    return value
-
-
-def _plan(history: Sequence[Step]) -> tuple[str, dict[str, str]]:
-    """The next tool and what its arguments refer to (validated before counting)."""
-    server = _first(history, "create_server")
-    if server is None:
-        return "create_server", {}
-    if _first(history, "create_database") is None:
-        return "create_database", {"server_id": _reference(server, "id")}
-    if _first(history, "create_dns_record") is None:
-        return "create_dns_record", {"value": _reference(server, "ip")}
-    return "done", {}
-
-
-def _decision(tool: str, refs: Mapping[str, str], n: int) -> dict[str, Any]:
-    if tool == "create_server":
-        args = {"name": f"srv-{n}", "size": "small", "region": "local-1"}
-    elif tool == "create_database":
-        args = {"name": f"db-{n}", "engine": "postgres", "server_id": refs["server_id"]}
-    elif tool == "create_dns_record":
-        args = {"name": f"app-{n}.example.test", "type": "A", "value": refs["value"]}
-    else:
-        args = {}
-    return {"tool": tool, "args": args}
+    n: int
+    fault: Fault | None
+    served: int  # how many answers this fault spoiled before: alternates its flavours
+    latency: float
 
 
 def _spoiled(decision: dict[str, Any], fault: Fault, served: int) -> Answer:
@@ -128,15 +76,10 @@ def _spoiled(decision: dict[str, Any], fault: Fault, served: int) -> Answer:
         if served % 2 == 0:
             return RawAnswer(_TRUNCATED)
         return {"args": decision["args"], "thought": "I forgot to name a tool"}
-    tool, args = decision["tool"], dict(decision["args"])
-    if tool == "done":
-        args["force"] = True
-    elif served % 2 == 0:
-        field, bad = _BAD_ENUM.get(tool, ("type", "MX"))
-        args[field] = bad
-    else:
-        del args["name"]
-    return {"tool": tool, "args": args}
+    if decision["tool"] == "done":
+        return {"tool": "done", "args": {**decision["args"], "force": True}}
+    spoiled = spoil_provisioning(ToolCall(name=decision["tool"], args=decision["args"]), served)
+    return {"tool": spoiled.name, "args": spoiled.args}
 
 
 class Model:
@@ -166,7 +109,47 @@ class Model:
         wait: Callable[[float], None] = time.sleep,
     ) -> Answer:
         """Count the call, then name the next tool (possibly spoiled by a fault knob)."""
-        tool, refs = _plan(history)
+        move = PROVISIONER.next(Context(history=history))
+        counted = self._count(run_id, wait)
+        turn = move.render(counted.n)
+        call = turn.calls[0] if turn.calls else ToolCall(name="done", args={})
+        decision = {"tool": call.name, "args": call.args}
+        if counted.fault is None:
+            logger.debug("mock model run=%s call=%d decided %s", run_id, counted.n, decision)
+            return decision
+        logger.info(
+            "mock model run=%s call=%d answers with fault %s", run_id, counted.n, counted.fault
+        )
+        return _spoiled(decision, counted.fault, counted.served)
+
+    def complete(
+        self, request: ChatRequest, *, wait: Callable[[float], None] = time.sleep
+    ) -> Answer:
+        """Count the call, then answer a Chat Completions request (`mock_remotes.chat`).
+
+        `parse_chat` already refused what the model cannot answer, uncounted.
+        """
+        counted = self._count(request.run_id, wait)
+        if counted.fault is None:
+            logger.debug(
+                "mock model run=%s call=%d answers %s",
+                request.run_id,
+                counted.n,
+                request.move.tools or "text",
+            )
+        else:
+            logger.info(
+                "mock model run=%s call=%d answers with fault %s",
+                request.run_id,
+                counted.n,
+                counted.fault,
+            )
+        return completion(
+            request, counted.n, fault=counted.fault, served=counted.served, created=int(time.time())
+        )
+
+    def _count(self, run_id: str, wait: Callable[[float], None]) -> _Counted:
+        """Add one to the run's count, take the next fault, then spend the latency."""
         with self._lock:
             n = self._by_run[run_id] = self._by_run.get(run_id, 0) + 1
             self._save()
@@ -178,15 +161,10 @@ class Model:
             latency = self._faults.latency
         if latency > 0:
             wait(latency)
-        decision = _decision(tool, refs, n)
-        if fault is None:
-            logger.debug("mock model run=%s call=%d decided %s", run_id, n, decision)
-            return decision
-        logger.info("mock model run=%s call=%d answers with fault %s", run_id, n, fault)
-        return _spoiled(decision, fault, served)
+        return _Counted(n=n, fault=fault, served=served, latency=latency)
 
     def _take_fault(self) -> Fault | None:
-        for fault in ("malformed", "unknown_tool", "invalid_args"):
+        for fault in FAULTS:
             left: int = getattr(self._faults, fault)
             if left > 0:
                 self._faults = updated(self._faults, {fault: left - 1})
@@ -196,7 +174,7 @@ class Model:
     # -- counters ----------------------------------------------------------------------
 
     def calls(self, run_id: str) -> int:
-        """How many decide requests `run_id` made (0 if none)."""
+        """How many requests (decide and chat completions) `run_id` made (0 if none)."""
         with self._lock:
             return self._by_run.get(run_id, 0)
 

@@ -1,6 +1,8 @@
 """The mock model's HTTP contract, as one route table over a `Model`.
 
 POST /v1/decide            {"run_id", "history"} -> {"tool", "args"}
+POST /v1/chat/completions  OpenAI Chat Completions with tool calling (mock_remotes.chat)
+GET  /v1/models            the plans, by model name
 GET  /v1/calls             {"total", "by_run"}
 GET  /v1/calls/{run_id}    {"run_id", "calls"}
 GET  /admin/faults    POST /admin/faults    POST /admin/reset
@@ -13,8 +15,10 @@ import dataclasses
 from collections.abc import Mapping
 
 from mock_remotes._wire import Call, Reply, Router
-from mock_remotes.errors import InvalidRequest
-from mock_remotes.modelcore import Model, RawAnswer, parse_request
+from mock_remotes.chat import models
+from mock_remotes.chatrequest import RUN_HEADER, parse_chat
+from mock_remotes.errors import ChatInvalidRequest, InvalidRequest
+from mock_remotes.modelcore import Answer, Model, RawAnswer, parse_request
 
 __all__ = ["model_router"]
 
@@ -26,6 +30,12 @@ def _body(call: Call) -> object:
         raise InvalidRequest(f"body is not JSON: {exc}") from exc
 
 
+def _answer(answer: Answer) -> Reply:
+    if isinstance(answer, RawAnswer):
+        return Reply(status=200, content=answer.text.encode())
+    return Reply.of(200, answer)
+
+
 def model_router(model: Model) -> Router:
     """The route table serving `model`; used by the FastAPI app and the transport."""
     router = Router()
@@ -34,19 +44,31 @@ def model_router(model: Model) -> Router:
     def decide(call: Call, params: Mapping[str, str]) -> Reply:
         """The next tool call for a run, given its confirmed steps."""
         run_id, history = parse_request(_body(call))
-        answer = model.decide(run_id, history, wait=call.wait)
-        if isinstance(answer, RawAnswer):
-            return Reply(status=200, content=answer.text.encode())
-        return Reply.of(200, answer)
+        return _answer(model.decide(run_id, history, wait=call.wait))
+
+    @router.route("POST", "/v1/chat/completions")
+    def chat_completions(call: Call, params: Mapping[str, str]) -> Reply:
+        """The next assistant message of a conversation (OpenAI Chat Completions)."""
+        try:
+            body = call.json()
+        except ValueError as exc:
+            raise ChatInvalidRequest(f"the body is not JSON: {exc}", reason="invalid_json") from exc
+        request = parse_chat(body, run_header=call.header(RUN_HEADER))
+        return _answer(model.complete(request, wait=call.wait))
+
+    @router.route("GET", "/v1/models")
+    def list_models(call: Call, params: Mapping[str, str]) -> Reply:
+        """The model names the mock answers to, one per plan."""
+        return Reply.of(200, models())
 
     @router.route("GET", "/v1/calls")
     def calls(call: Call, params: Mapping[str, str]) -> Reply:
-        """Decide requests counted, in total and per run."""
+        """Requests counted (decide and chat completions), in total and per run."""
         return Reply.of(200, model.call_counts())
 
     @router.route("GET", "/v1/calls/{run_id:path}")
     def run_calls(call: Call, params: Mapping[str, str]) -> Reply:
-        """Decide requests counted for one run (0 if unknown)."""
+        """Requests counted for one run, both protocols (0 if unknown)."""
         run_id = params["run_id"]
         return Reply.of(200, {"run_id": run_id, "calls": model.calls(run_id)})
 

@@ -1,14 +1,16 @@
-"""Start both mocks as real uvicorn subprocesses, and stop them again.
+"""Start the mocks as real uvicorn subprocesses, and stop them again.
 
-    with start_mocks(Path(".crashresume/mocks")) as mocks:
-        ...  # mocks.cloud_url, mocks.model_url
+    with start_mocks(Path(".crashresume/mocks"), support=True) as mocks:
+        ...  # mocks.cloud_url, mocks.model_url, mocks.support_url
 
-Each mock runs as `python -m uvicorn mock_remotes.<cloud|model>:app` on a free
-127.0.0.1 port (or the one asked for), with its state under `data_dir`
-(`mock-cloud.sqlite3`, `mock-model.json`) and its log in `mock-<name>.log`.
-`start_mocks` returns once both answer `/healthz`; if either fails to come up,
-whatever it started is killed before the error is raised. `stop()` (or leaving
-the `with` block, or interpreter exit) terminates both, then kills stragglers.
+Each mock runs as `python -m uvicorn mock_remotes.<cloud|model|support>:app` on a
+free 127.0.0.1 port (or the one asked for), with its state under `data_dir`
+(`mock-cloud.sqlite3`, `mock-model.json`, `mock-support.sqlite3`) and its log in
+`mock-<name>.log`. The cloud and the model always start; the support desk only
+with `support=True`. `start_mocks` returns once every one answers `/healthz`; if
+any fails to come up, whatever it started is killed before the error is raised.
+`stop()` (or leaving the `with` block, or interpreter exit) terminates them all,
+then kills stragglers.
 
 `python -m mock_remotes [DATA_DIR]` runs both in the foreground (`mock_remotes.cli`).
 """
@@ -54,7 +56,7 @@ def _free_port(host: str) -> int:
 class ServedMock:
     """One mock running as a uvicorn subprocess."""
 
-    name: str  # "cloud" | "model"
+    name: str  # "cloud" | "model" | "support"
     url: str
     process: subprocess.Popen[bytes]
     log_path: Path
@@ -174,12 +176,18 @@ def _start_all(launches: list[_Launch], timeout: float) -> list[ServedMock]:
 
 @dataclass
 class MockServers:
-    """Both mocks running as subprocesses, and helpers to poke them."""
+    """The mocks running as subprocesses, and helpers to poke them."""
 
     cloud: ServedMock
     model: ServedMock
     data_dir: Path
+    support: ServedMock | None = None  # started by start_mocks(..., support=True)
     _client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10.0))
+
+    @property
+    def running(self) -> list[ServedMock]:
+        """Every mock this handle started."""
+        return [self.cloud, self.model, *([self.support] if self.support else [])]
 
     @property
     def cloud_url(self) -> str:
@@ -189,10 +197,20 @@ class MockServers:
     def model_url(self) -> str:
         return self.model.url
 
+    @property
+    def support_url(self) -> str:
+        if self.support is None:
+            raise RuntimeError(
+                "the support desk was not started; use start_mocks(..., support=True)"
+            )
+        return self.support.url
+
     def reset(self) -> None:
-        """Wipe both mocks: resources, keys, generations, counters, faults."""
+        """Wipe every mock: resources, keys, generations, counters, tickets, mail, faults."""
         self._post(f"{self.cloud_url}/admin/reset", {})
         self._post(f"{self.model_url}/admin/reset", {})
+        if self.support is not None:
+            self._post(f"{self.support_url}/admin/reset", {})
 
     def resources(self, run: str | None = None) -> dict[str, Any]:
         """The cloud's `GET /v1/resources` body."""
@@ -200,7 +218,7 @@ class MockServers:
         return self._get(f"{self.cloud_url}/v1/resources", params)
 
     def calls(self, run_id: str) -> int:
-        """How many decide requests the model counted for `run_id`."""
+        """How many requests (decide, chat completions) the model counted for `run_id`."""
         calls: int = self._get(f"{self.model_url}/v1/calls/{run_id}")["calls"]
         return calls
 
@@ -216,10 +234,30 @@ class MockServers:
         """Replace model knobs: malformed, unknown_tool, invalid_args, latency."""
         return self._post(f"{self.model_url}/admin/faults", knobs)
 
+    def set_support_faults(self, **knobs: float) -> dict[str, Any]:
+        """Replace support desk knobs: fail_before, drop_after, latency, hang."""
+        return self._post(f"{self.support_url}/admin/faults", knobs)
+
+    def deliveries(self, message_id: str | None = None) -> list[dict[str, Any]]:
+        """The support desk's deliveries, in order (of one `message_id`, if given)."""
+        params = {} if message_id is None else {"message_id": message_id}
+        found: list[dict[str, Any]] = self._get(f"{self.support_url}/v1/messages", params)[
+            "messages"
+        ]
+        return found
+
+    def tickets(self, run: str | None = None) -> list[dict[str, Any]]:
+        """The support desk's tickets, in filing order (of one `run`, if given)."""
+        params = {} if run is None else {"run": run}
+        found: list[dict[str, Any]] = self._get(f"{self.support_url}/v1/tickets", params)["tickets"]
+        return found
+
     def stop(self) -> None:
-        """Terminate both mocks (SIGKILL after STOP_TIMEOUT); safe to call twice."""
+        """Terminate every mock (SIGKILL after STOP_TIMEOUT); safe to call twice."""
         atexit.unregister(self.stop)
         self._client.close()
+        if self.support is not None:
+            self.support.stop()
         self.model.stop()
         self.cloud.stop()
 
@@ -258,12 +296,16 @@ def start_mocks(
     persist_model: bool = True,
     log_level: str = "warning",
     startup_timeout: float = STARTUP_TIMEOUT,
+    support: bool = False,
+    support_port: int | None = None,
+    support_latency: float = 0.0,
 ) -> MockServers:
-    """Start the cloud and the model under uvicorn; return once both answer.
+    """Start the cloud and the model (and the support desk) under uvicorn; return once all answer.
 
-    State goes under `data_dir` (created if missing): the cloud's SQLite file, and
-    the model's call counts when `persist_model` (so a restart keeps them).
-    Ports default to free ones. Nothing is left running if this raises.
+    State goes under `data_dir` (created if missing): the cloud's SQLite file, the
+    model's call counts when `persist_model` (so a restart keeps them), and with
+    `support` the support desk's SQLite file. Ports default to free ones.
+    Nothing is left running if this raises.
     """
     directory = Path(data_dir).resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -274,14 +316,24 @@ def start_mocks(
     env.pop("MOCK_MODEL_STATE", None)
     if persist_model:
         env["MOCK_MODEL_STATE"] = str(directory / "mock-model.json")
-    cloud, model = _start_all(
-        [
-            _Launch("cloud", host, cloud_port, env, directory, log_level),
-            _Launch("model", host, model_port, env, directory, log_level),
-        ],
-        startup_timeout,
+    env["MOCK_SUPPORT_DB"] = str(directory / "mock-support.sqlite3")
+    env["MOCK_SUPPORT_LATENCY"] = str(support_latency)
+    launches = [
+        _Launch("cloud", host, cloud_port, env, directory, log_level),
+        _Launch("model", host, model_port, env, directory, log_level),
+    ]
+    if support:
+        launches.append(_Launch("support", host, support_port, env, directory, log_level))
+    cloud, model, *desk = _start_all(launches, startup_timeout)
+    servers = MockServers(
+        cloud=cloud, model=model, data_dir=directory, support=desk[0] if desk else None
     )
-    servers = MockServers(cloud=cloud, model=model, data_dir=directory)
     atexit.register(servers.stop)
-    logger.info("mocks ready cloud=%s model=%s data=%s", cloud.url, model.url, directory)
+    logger.info(
+        "mocks ready cloud=%s model=%s support=%s data=%s",
+        cloud.url,
+        model.url,
+        desk[0].url if desk else "-",
+        directory,
+    )
     return servers

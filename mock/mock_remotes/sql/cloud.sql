@@ -2,24 +2,7 @@
 -- Every mutating request is one IMMEDIATE transaction: count it, check the fence,
 -- look the key up, and (first time only) take an id and store the record.
 
--- Connection settings. PRAGMAs take no parameters: one fixed statement per setting.
--- name: journal_wal
-PRAGMA journal_mode=WAL;
-
--- name: busy_timeout
--- Milliseconds SQLite waits for another writer.
-PRAGMA busy_timeout=5000;
-
--- name: synchronous_full
--- Survives a power cut (the default).
-PRAGMA synchronous=FULL;
-
--- name: synchronous_normal
-PRAGMA synchronous=NORMAL;
-
--- name: synchronous_off
--- NORMAL and OFF still survive a crash of the mock process.
-PRAGMA synchronous=OFF;
+-- Connection settings are in sqlite.sql.
 
 -- name: schema
 CREATE TABLE IF NOT EXISTS records (

@@ -1,0 +1,398 @@
+"""The mock support desk: orders to look up, tickets to file, a mailbox to send through.
+
+It serves the example support agent, one remote per effect contract:
+
+- `order(order_id)`: a fixed catalogue (`ORDERS`), read-only (`read`);
+- `file_ticket(key, args)`: behind an idempotency key, with the cloud's rules
+  (first time 201 `created`; the same key and arguments again 200 with the
+  stored first answer marked `already_done`; other arguments 409 key_conflict):
+  `keyed`;
+- `send(args)`: delivers an email under the sender's `message_id`, with no
+  idempotency at all: sending twice delivers twice. `check(message_id)` answers
+  whether a message was delivered, which is what makes a send `checked`.
+
+State lives in one SQLite file (`SqliteStore`): tickets, deliveries, id counters,
+and a log of every answer the desk gave (`answers`): a lookup, a ticket, a send,
+a check, or the refusal of one. Knobs (`SupportFaults`) act on tickets and sends
+only, like the cloud's on its creates: `fail_before` refuses with 500 before
+acting, `drop_after` acts, commits, then loses the answer, `latency` waits first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+from mock_remotes._store import SqliteStore, Synchronous
+from mock_remotes.cloudcore import Outcome, Unreadable, run_of
+from mock_remotes.errors import (
+    InjectedFailure,
+    InvalidArgs,
+    KeyConflict,
+    MissingIdempotencyKey,
+    MockError,
+    UnknownOrder,
+)
+from mock_remotes.faults import SupportFaults, taken, updated
+
+__all__ = ["ORDERS", "Delivery", "DeskAnswer", "Operation", "Support", "Ticket"]
+
+logger = logging.getLogger(__name__)
+
+Operation = Literal["lookup_order", "file_ticket", "send_email", "check_message"]
+
+ORDERS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "A-1001": {
+        "id": "A-1001",
+        "customer": "Ada Lovelace",
+        "email": "ada@example.test",
+        "status": "delivered",
+        "items": [{"sku": "MUG-01", "name": "Enamel mug", "quantity": 2}],
+        "total": "24.00",
+    },
+    "A-1002": {
+        "id": "A-1002",
+        "customer": "Grace Hopper",
+        "email": "grace@example.test",
+        "status": "shipped",
+        "items": [{"sku": "KBD-10", "name": "Mechanical keyboard", "quantity": 1}],
+        "total": "89.00",
+    },
+    "B-2001": {
+        "id": "B-2001",
+        "customer": "Alan Turing",
+        "email": "alan@example.test",
+        "status": "delivered",
+        "items": [
+            {"sku": "LMP-03", "name": "Desk lamp", "quantity": 1},
+            {"sku": "BLB-07", "name": "Spare bulb", "quantity": 2},
+        ],
+        "total": "41.50",
+    },
+}
+TICKET_ARGS: Final = ("order_id", "summary")
+MESSAGE_ARGS: Final = ("message_id", "to", "subject", "body")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _exactly(what: str, args: object, names: tuple[str, ...]) -> dict[str, str]:
+    """`args` if they are exactly `names`, all strings, else `InvalidArgs`."""
+    if isinstance(args, Unreadable):
+        raise InvalidArgs(args.detail)
+    if not isinstance(args, dict):
+        raise InvalidArgs(f"{what} takes a JSON object of {', '.join(names)}")
+    missing = [name for name in names if name not in args]
+    extra = sorted(set(args) - set(names))
+    if missing or extra:
+        detail = "; ".join(
+            part
+            for part in (
+                f"missing {', '.join(missing)}" if missing else "",
+                f"unexpected {', '.join(map(str, extra))}" if extra else "",
+            )
+            if part
+        )
+        raise InvalidArgs(f"{what} takes exactly {', '.join(names)}: {detail}")
+    for name in names:
+        if not isinstance(args[name], str):
+            raise InvalidArgs(f"{what} argument {name!r} must be a string")
+    return {name: args[name] for name in names}
+
+
+def validate_ticket(args: object) -> dict[str, str]:
+    checked = _exactly("a ticket", args, TICKET_ARGS)
+    for name in TICKET_ARGS:
+        if not checked[name].strip():
+            raise InvalidArgs(f"ticket argument {name!r} must not be empty")
+    return checked
+
+
+def validate_message(args: object) -> dict[str, str]:
+    checked = _exactly("a message", args, MESSAGE_ARGS)
+    for name in ("message_id", "to", "subject"):
+        if not checked[name].strip():
+            raise InvalidArgs(f"message argument {name!r} must not be empty")
+    local, at, domain = checked["to"].partition("@")
+    if (
+        not local
+        or not at
+        or not domain
+        or "@" in domain
+        or any(c.isspace() for c in checked["to"])
+    ):
+        raise InvalidArgs(f"message argument 'to' must be one address, got {checked['to']!r}")
+    return checked
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ticket:
+    """One ticket filed, under the key that filed it."""
+
+    key: str
+    id: str
+    args: dict[str, str]
+    result: dict[str, Any]  # the first answer; "status" is "created"
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Ticket:
+        return cls(
+            key=row["key"],
+            id=row["id"],
+            args=json.loads(row["args"]),
+            result=json.loads(row["result"]),
+            created_at=row["created_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """One email delivered (a message sent twice is two deliveries)."""
+
+    id: str  # M-0000001, one per delivery
+    message_id: str
+    to: str
+    subject: str
+    body: str
+    delivered_at: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Delivery:
+        return cls(
+            id=row["id"],
+            message_id=row["message_id"],
+            to=row["recipient"],
+            subject=row["subject"],
+            body=row["body"],
+            delivered_at=row["delivered_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeskAnswer:
+    """What the desk answered one request to an operation, in order."""
+
+    seq: int
+    op: Operation
+    ref: str  # the order id, Idempotency-Key or message_id
+    answer: str  # found, created, already_done, delivered, present, absent, or an error code
+    dropped: bool  # drop_after lost it: the client never saw it
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> DeskAnswer:
+        return cls(
+            seq=row["seq"],
+            op=row["op"],
+            ref=row["ref"],
+            answer=row["answer"],
+            dropped=bool(row["dropped"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Support(SqliteStore):
+    """The mock support desk over one SQLite file; safe to share between threads."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        latency: float = 0.0,
+        synchronous: Synchronous = "FULL",
+    ) -> None:
+        """Open (or create) the desk's store at `path` (see `Cloud` for `synchronous`).
+
+        `latency` (seconds) is the baseline of the latency knob, restored by `reset()`.
+        """
+        super().__init__(path, "support.sql", synchronous)
+        self._baseline = updated(SupportFaults(), {"latency": latency})
+        self._faults = self._baseline
+        logger.info("mock support store=%s synchronous=%s", self.path, synchronous)
+
+    # -- knobs and lifecycle -----------------------------------------------------------
+
+    @property
+    def faults(self) -> SupportFaults:
+        return self._faults
+
+    def set_faults(self, changes: Mapping[str, Any] | None = None, **more: Any) -> SupportFaults:
+        """Replace the given knobs (`fail_before`, `drop_after`, `latency`, `hang`)."""
+        with self._lock:
+            self._faults = updated(self._faults, {**(changes or {}), **more})
+            logger.info("mock support faults %s", self._faults)
+            return self._faults
+
+    def reset(self) -> None:
+        """Forget everything: tickets, deliveries, counters, the answer log, faults."""
+        with self._lock:
+            self._db.executescript(self._sql["reset"])
+            self._faults = self._baseline
+        logger.info("mock support reset store=%s", self.path)
+
+    # -- reads that are operations (logged) ------------------------------------------------
+
+    def order(self, order_id: str) -> dict[str, Any]:
+        """The order `order_id` from the catalogue, else `UnknownOrder`."""
+        order = ORDERS.get(order_id)
+        with self._lock, self._transaction():
+            self._answered("lookup_order", order_id, "found" if order else UnknownOrder.code)
+        if order is None:
+            known = ", ".join(ORDERS)
+            raise UnknownOrder(f"no order {order_id!r}; the catalogue holds {known}")
+        copy: dict[str, Any] = json.loads(json.dumps(order))  # the caller may change it
+        return copy
+
+    def check(self, message_id: str) -> dict[str, Any]:
+        """Whether `message_id` was delivered, how often, and its first delivery (or None)."""
+        with self._lock, self._transaction():
+            rows = self._all("deliveries_of_message", message_id=message_id)
+            self._answered("check_message", message_id, "present" if rows else "absent")
+        first = Delivery.from_row(rows[0]).to_json() if rows else None
+        return {
+            "message_id": message_id,
+            "delivered": bool(rows),
+            "deliveries": len(rows),
+            "first": first,
+        }
+
+    # -- the two operations that act ---------------------------------------------------
+
+    def file_ticket(
+        self, key: str | None, args: object, *, wait: Callable[[float], None] = time.sleep
+    ) -> Outcome:
+        """File a ticket under idempotency `key`; every refusal raises a `MockError`."""
+        if not key:
+            raise MissingIdempotencyKey("send an Idempotency-Key header, e.g. 'run42:3'")
+        return self._act("file_ticket", key, lambda: self._ticket(key, validate_ticket(args)), wait)
+
+    def send(self, args: object, *, wait: Callable[[float], None] = time.sleep) -> Outcome:
+        """Deliver an email; the same `message_id` sent again is delivered again."""
+        ref = args.get("message_id") if isinstance(args, dict) else None
+        ref = ref if isinstance(ref, str) else ""
+        return self._act("send_email", ref, lambda: self._deliver(validate_message(args)), wait)
+
+    def _act(
+        self, op: Operation, ref: str, apply: Callable[[], Outcome], wait: Callable[[float], None]
+    ) -> Outcome:
+        latency = self._faults.latency
+        if latency > 0:
+            wait(latency)
+        with self._lock:
+            self._faults, fail = taken(self._faults, "fail_before")
+            with self._transaction():
+                try:
+                    if fail:
+                        raise InjectedFailure("fail_before knob: refused before acting")
+                    outcome = apply()
+                except MockError as exc:
+                    self._answered(op, ref, exc.code)
+                    raise
+                self._faults, drop = taken(self._faults, "drop_after")
+                self._answered(op, ref, outcome.body["status"], dropped=drop)
+        if drop:
+            logger.info("mock support drops the answer op=%s ref=%s", op, ref)
+            return Outcome(status=outcome.status, body=outcome.body, hold=self._faults.hang)
+        return outcome
+
+    def _ticket(self, key: str, args: dict[str, str]) -> Outcome:
+        row = self._one("ticket_get", key=key)
+        if row is not None:
+            ticket = Ticket.from_row(row)
+            if ticket.args != args:
+                raise KeyConflict(
+                    f"key {key!r} already filed {ticket.id} with "
+                    f"{json.dumps(ticket.args, sort_keys=True)}; "
+                    f"now {json.dumps(args, sort_keys=True)}"
+                )
+            return Outcome(status=200, body={**ticket.result, "status": "already_done"})
+        ticket_id = f"T-{self._next('ticket'):07d}"
+        result = {"id": ticket_id, "status": "created", **args}
+        self._run(
+            "ticket_insert",
+            key=key,
+            run=run_of(key),
+            id=ticket_id,
+            args=json.dumps(args, sort_keys=True),
+            result=json.dumps(result),
+            created_at=_now(),
+        )
+        logger.info("mock support filed %s key=%s", ticket_id, key)
+        return Outcome(status=201, body=result)
+
+    def _deliver(self, args: dict[str, str]) -> Outcome:
+        delivery = Delivery(
+            id=f"M-{self._next('message'):07d}",
+            message_id=args["message_id"],
+            to=args["to"],
+            subject=args["subject"],
+            body=args["body"],
+            delivered_at=_now(),
+        )
+        self._run(
+            "delivery_insert",
+            id=delivery.id,
+            message_id=delivery.message_id,
+            run=run_of(delivery.message_id),
+            recipient=delivery.to,
+            subject=delivery.subject,
+            body=delivery.body,
+            delivered_at=delivery.delivered_at,
+        )
+        logger.info("mock support delivered %s message_id=%s", delivery.id, delivery.message_id)
+        return Outcome(status=201, body={**delivery.to_json(), "status": "delivered"})
+
+    # -- reads for tests (not logged) -------------------------------------------------------
+
+    def tickets(self, run: str | None = None) -> list[Ticket]:
+        """Every ticket in filing order, or only those whose key belongs to `run`."""
+        with self._lock:
+            rows = self._all("tickets_all") if run is None else self._all("tickets_of_run", run=run)
+        return [Ticket.from_row(row) for row in rows]
+
+    def deliveries(
+        self, *, message_id: str | None = None, run: str | None = None
+    ) -> list[Delivery]:
+        """Every delivery in order; or those of one `message_id`, or of one `run`."""
+        with self._lock:
+            if message_id is not None:
+                rows = self._all("deliveries_of_message", message_id=message_id)
+            elif run is not None:
+                rows = self._all("deliveries_of_run", run=run)
+            else:
+                rows = self._all("deliveries_all")
+        return [Delivery.from_row(row) for row in rows]
+
+    def answers(self, *, op: str | None = None, ref: str | None = None) -> list[DeskAnswer]:
+        """What the desk answered every operation request, in order (filtered by op, ref)."""
+        with self._lock:
+            found = [DeskAnswer.from_row(row) for row in self._all("answers_all")]
+        return [a for a in found if op in (None, a.op) and ref in (None, a.ref)]
+
+    # -- plumbing (callers hold the lock) -------------------------------------------------
+
+    def _next(self, kind: Literal["ticket", "message"]) -> int:
+        row = self._one("counter_next", kind=kind)
+        assert row is not None
+        return int(row[0])
+
+    def _answered(self, op: Operation, ref: str, answer: str, *, dropped: bool = False) -> None:
+        self._run("answer_insert", op=op, ref=ref, answer=answer, dropped=int(dropped))
