@@ -225,6 +225,7 @@ class ConnectionPool:
         self._spare: list[db.Connection] = []
         self._lock = threading.Lock()
         self._heartbeats: _SharedConnection | None = None
+        self._retired: list[_SharedConnection] = []  # heartbeats' connections before a crash
 
     def take(self, label: str) -> db.Connection:
         with self._lock:
@@ -241,15 +242,25 @@ class ConnectionPool:
             conn.close()
 
     def close(self) -> None:
-        """Close every spare connection (also after a database crash: they are all dead)."""
+        """Close every connection kept here: the spare ones and the heartbeats'."""
+        self.drop()
+        with self._lock:
+            retired, self._retired = self._retired, []
+        for conn in retired:
+            conn.really_close()
+
+    def drop(self) -> None:
+        """After a database crash: close the spare connections, and give the heartbeats a
+        new one from now on. Heartbeats still holding the old one find it dead at their next
+        beat, as a worker process's own heartbeat connection would."""
         with self._lock:
             spare, self._spare = self._spare, []
-            heartbeats, self._heartbeats = self._heartbeats, None
+            if self._heartbeats is not None:
+                self._retired.append(self._heartbeats)
+            self._heartbeats = None
         for conn in spare:
             with contextlib.suppress(Exception):
                 conn.close()
-        if heartbeats is not None:
-            heartbeats.really_close()
 
     def heartbeat_connect(self) -> db.Connection:
         """The connection every in-process heartbeat renews on.

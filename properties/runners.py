@@ -53,7 +53,7 @@ class InProcessRunner(ScheduleRunner):
         self._pool.close()
 
     def _after_db_crash(self) -> None:
-        self._pool.close()  # every spare connection died with the server
+        self._pool.drop()  # every spare connection died with the server
 
     def _pilot(self, start: Start) -> Pilot:
         return ThreadPilot(
