@@ -28,7 +28,9 @@ CREATE TABLE IF NOT EXISTS runs (
         'done',       -- the model answered "done"; terminal
         'failed',     -- a permanent error, or the supervisor gave up; final until an
                       -- operator's retry                         -> pending
-        'cancelled'   -- an operator stopped it; terminal
+        'cancelled',  -- an operator stopped it; terminal
+        'needs_attention'  -- a call whose effect nothing can tell (a 'once' tool) is in
+                      -- doubt: no worker acts until an operator resolves it -> pending
     )),
     owner text,                        -- token of the worker holding the lease, NULL when free
     generation bigint NOT NULL DEFAULT 0,  -- bumped by every claim; fences older owners
@@ -47,8 +49,32 @@ CREATE INDEX IF NOT EXISTS runs_claimable ON runs (lease_expires_at)
 -- first claim after it brought none (give_up_exhausted). Added by ALTER for older databases
 -- (their runs count from the upgrade).
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS progress_at timestamptz NOT NULL DEFAULT cr_now();
+-- Which agent the run belongs to (Agent.name: a worker refuses a run of an agent it does
+-- not have), its task, and its final answer. Older databases: their runs are the
+-- provisioning agent's, which needs no input.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS agent text NOT NULL DEFAULT 'provisioning';
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS input text;   -- NULL: the agent's own default
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS output text;  -- the final answer's text, once done
+-- A database made before 'needs_attention' existed has the old list in its check.
+ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_status_check;
+ALTER TABLE runs ADD CONSTRAINT runs_status_check CHECK (status IN (
+    'pending', 'running', 'done', 'failed', 'cancelled', 'needs_attention'));
+CREATE INDEX IF NOT EXISTS runs_attention ON runs (updated_at) WHERE status = 'needs_attention';
 
--- One row per decided step: the model's answer, journaled before it is acted on.
+-- One row per model answer, whole: the assistant message as the model gave it (tool call
+-- ids included) and its token usage, so a replay rebuilds the conversation that happened.
+CREATE TABLE IF NOT EXISTS model_answers (
+    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    llm_call integer NOT NULL,         -- runs.llm_calls counting this answer
+    message jsonb NOT NULL,            -- the answer (Chat Completions: the assistant message)
+    usage jsonb,                       -- token usage, when the model reports it
+    generation bigint NOT NULL,        -- the owner generation that asked
+    answered_at timestamptz NOT NULL DEFAULT cr_now(),
+    PRIMARY KEY (run_id, llm_call)
+);
+
+-- One row per decided step (one tool call of an answer, or its final text), journaled
+-- with the answer it came from before anything is acted on.
 CREATE TABLE IF NOT EXISTS decisions (
     run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     seq integer NOT NULL CHECK (seq >= 0),
@@ -59,6 +85,7 @@ CREATE TABLE IF NOT EXISTS decisions (
     decided_at timestamptz NOT NULL DEFAULT cr_now(),
     PRIMARY KEY (run_id, seq)
 );
+ALTER TABLE decisions ADD COLUMN IF NOT EXISTS call_id text;  -- the model's id of this call
 
 -- One row per tool call: written as an intent before the request, confirmed after.
 CREATE TABLE IF NOT EXISTS tool_calls (
@@ -78,6 +105,33 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     PRIMARY KEY (run_id, seq),
     FOREIGN KEY (run_id, seq) REFERENCES decisions (run_id, seq) ON DELETE CASCADE
 );
+-- The tool's effect contract, journaled with the intent: a restart decides from it what to
+-- do with an intent that has no confirm (agent_runtime.tooldef).
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS effect text NOT NULL DEFAULT 'keyed'
+    CHECK (effect IN (
+        'keyed',      -- re-send under the same key: the remote answers the first result
+        'checked',    -- ask the remote whether the effect exists, act only if not
+        'read',       -- no effect: call again
+        'once'        -- nothing can tell: never re-send; the run needs attention
+    ));
+-- Every state and how the result came about (older databases had the first two of each).
+ALTER TABLE tool_calls DROP CONSTRAINT IF EXISTS tool_calls_state_check;
+ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_state_check CHECK (state IN (
+    'intent',     -- about to call; the outcome is unknown until confirmed  -> confirmed | failed
+    'redo',       -- an operator ordered an in-doubt 'once' call sent again -> confirmed | failed
+    'confirmed',  -- the tool's answer is recorded; terminal
+    'failed'      -- the call failed for certain (the tool said so, or an operator); its error
+                  -- is the result the model sees; terminal
+));
+ALTER TABLE tool_calls DROP CONSTRAINT IF EXISTS tool_calls_remote_status_check;
+ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_remote_status_check CHECK (remote_status IN (
+    'created',      -- this call acted
+    'already_done', -- a keyed re-send: the remote answered the result it stored the first time
+    'found',        -- a checked call's check found the effect; nothing was sent again
+    'read',         -- a read: there is no effect
+    'operator',     -- an operator confirmed the result by hand
+    'failed'        -- the call failed (state 'failed')
+));
 
 -- Audit trail of lease claims, for the operator view: who took a run over, when, and why.
 CREATE TABLE IF NOT EXISTS run_claims (
@@ -124,4 +178,4 @@ CREATE INDEX IF NOT EXISTS run_retries_of_run ON run_retries (run_id);
 
 -- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
 -- half-applied schema is applied again.
-COMMENT ON TABLE runs IS 'crashresume schema 3';
+COMMENT ON TABLE runs IS 'crashresume schema 4';

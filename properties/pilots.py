@@ -346,8 +346,7 @@ class ThreadPilot(Pilot):
             message = Exit(kind=type(exc).__name__, detail=str(exc)[:500])
         finally:
             with contextlib.suppress(Exception):
-                self._worker.model.close()
-                self._worker.cloud.close()
+                self._worker.close_clients()
             self._pool.give_back(self._conn, healthy=not self.dropped)
             self._inbox.put(message)
 

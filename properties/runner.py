@@ -49,6 +49,7 @@ LEASE: Final = 12.0  # seconds; a sweep moves the clock this much and one second
 SETTLE_TRIES: Final = 8  # claims teardown gives one run before calling it unfinished
 DROP_WAIT: Final = 5.0  # seconds a terminated backend may take to disappear
 EPOCH: Final = datetime(2030, 1, 1, tzinfo=UTC)  # where the frozen clock starts each example
+AGENTS: Final = ("provisioning",)  # the agents whose runs the suite's sweeps claim
 VACUUM_EVERY: Final = 20  # examples between two vacuums of the emptied tables
 
 # The same settings in both runners; tool_timeout only costs real time in the process
@@ -318,6 +319,7 @@ class ScheduleRunner(Driving):
                 "lease": self.settings.lease,
                 "limit": RUNS,
                 "max_attempts": self.settings.max_attempts,
+                "agents": list(AGENTS),
             },
         )
         for row in rows:

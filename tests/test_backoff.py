@@ -18,7 +18,7 @@ import pytest
 
 from agent_runtime import clock, db
 from agent_runtime.backoff import Backoff
-from agent_runtime.clients import CloudClient, ModelClient
+from agent_runtime.clients import CloudClient
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import (
@@ -31,7 +31,7 @@ from agent_runtime.errors import (
     WrongEndpoint,
 )
 from agent_runtime.journal import Journal
-from agent_runtime.tools import TOOLS
+from agent_runtime.models import DecideModel
 from agent_runtime.worker import Worker
 from mock_remotes import Cloud, FaultTransport, Model, cloud_transport, model_transport
 
@@ -73,8 +73,8 @@ def test_by_default_a_run_is_not_given_up_within_a_minute() -> None:
 # -- the model client ------------------------------------------------------------------------
 
 
-def _model(transport: httpx.BaseTransport, sleeps: list[float], retries: int = 3) -> ModelClient:
-    return ModelClient(
+def _model(transport: httpx.BaseTransport, sleeps: list[float], retries: int = 3) -> DecideModel:
+    return DecideModel(
         "http://model",
         timeout=5.0,
         retries=retries,
@@ -165,7 +165,7 @@ def test_a_404_or_405_from_the_cloud_is_a_wrong_endpoint_and_never_retried(statu
     )  # fmt: skip
 
     with pytest.raises(WrongEndpoint, match="CLOUD_URL does not point at the cloud") as info:
-        client.call(TOOLS["create_server"], SERVER, key="r:0", generation=1)
+        client.call("/v1/servers", SERVER, key="r:0", generation=1)
 
     assert len(transport.seen) == 1 and sleeps == []
     assert not info.value.permanent
@@ -179,7 +179,7 @@ def test_the_cloud_clients_waits_carry_jitter() -> None:
         "http://cloud", timeout=5.0, retries=3, backoff=0.2, transport=transport,
         sleep=sleeps.append, rand=lambda: 1.0,
     )  # fmt: skip
-    answer = client.call(TOOLS["create_server"], SERVER, key="r:0", generation=1)
+    answer = client.call("/v1/servers", SERVER, key="r:0", generation=1)
     assert answer.remote_status == "created"
     assert sleeps == pytest.approx([0.1, 0.2, 0.4])  # each wait halved by the most jitter
 
@@ -227,7 +227,7 @@ def _wait(conn: Any, run_id: str) -> float:
 
 
 def _supervisor_claims(conn: Any) -> list[str]:
-    params = {"owner": "sup:1:s", "lease": LEASE, "limit": 10, "max_attempts": 5}
+    params = {"owner": "sup:1:s", "lease": LEASE, "limit": 10, "max_attempts": 5, "agents": None}
     return [r["id"] for r in db.run(conn, "claim_expired", params)]
 
 

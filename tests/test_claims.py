@@ -17,11 +17,11 @@ import pytest
 from psycopg import sql
 
 from agent_runtime import clock, db
-from agent_runtime.clients import CloudClient, ModelClient
 from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_RETRY_LATER, DatabaseError
 from agent_runtime.journal import Journal
 from agent_runtime.lease import owner_token
+from agent_runtime.models import DecideModel
 from agent_runtime.operator import read_history
 from agent_runtime.records import Lease
 from agent_runtime.worker import Worker
@@ -49,9 +49,8 @@ def _worker(conn: Any) -> Worker:
     """A worker for claims only: its remotes are never called."""
     return Worker(
         Journal(conn),
-        Settings(),
-        model=ModelClient("http://127.0.0.1:9", timeout=1.0),
-        cloud=CloudClient("http://127.0.0.1:9", timeout=1.0, retries=0, backoff=0.0),
+        Settings(cloud_url="http://127.0.0.1:9"),
+        model=DecideModel("http://127.0.0.1:9", timeout=1.0),
     )
 
 
@@ -91,7 +90,7 @@ def test_the_supervisors_claims_record_first_handed_back_and_expired(conn: Any) 
     params = {"run": "exited", "generation": exited.generation, "delay": 0, "reason": None}
     db.run(conn, "expire_lease_of", params)
     clock.advance(conn, LEASE + 1)
-    params = {"owner": "sup:9:s", "lease": LEASE, "limit": 10, "max_attempts": 5}
+    params = {"owner": "sup:9:s", "lease": LEASE, "limit": 10, "max_attempts": 5, "agents": None}
 
     claimed = db.run(conn, "claim_expired", params)
 
@@ -116,8 +115,7 @@ def test_a_worker_records_owner_dead_only_with_proof_and_forced_otherwise(conn: 
         _held(journal, "both", _dead_owner())
         assert worker.claim("both", takeover=True) is not None  # proof wins over force
     finally:
-        worker.model.close()
-        worker.cloud.close()
+        worker.close_clients()
 
     assert _reasons(conn, "dead") == ["first", "owner_dead"]
     assert _reasons(conn, "alive") == ["first", "forced"]
@@ -144,8 +142,7 @@ def test_show_states_a_forced_takeover_and_a_proved_death_without_hedging(
         assert worker.claim("forced", takeover=True) is not None
         assert worker.claim("proved") is not None
     finally:
-        worker.model.close()
-        worker.cloud.close()
+        worker.close_clients()
     picture = tmp_path / "forced.svg"
 
     forced = cli(database_url, "show", "forced", "--svg", str(picture))

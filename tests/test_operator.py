@@ -22,7 +22,6 @@ import pytest
 from psycopg import sql
 
 from agent_runtime import clock, db
-from agent_runtime.clients import CloudClient, ModelClient
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import EXIT_NOT_OWNER, EXIT_RETRY_LATER, EXIT_USAGE, LeaseLost
@@ -316,25 +315,18 @@ def test_a_worker_cancelled_mid_run_stops_at_its_next_write_and_changes_nothing(
         with db.connection(database_url) as other:
             cancel_run(other, "c1", "changed my mind")
 
-    worker = Worker(
+    worker = Worker.build(
         Journal(conn),
-        Settings(),
-        model=ModelClient("http://model", timeout=5.0, transport=model_transport(model)),
-        cloud=CloudClient(
-            "http://cloud",
-            timeout=5.0,
-            retries=0,
-            backoff=0.0,
-            transport=cloud_transport(cloud),
-        ),
+        Settings(cloud_url="http://cloud", model_url="http://model", tool_retries=0),
+        model_transport=model_transport(model),
+        cloud_transport=cloud_transport(cloud),
         crash=CrashPlan(point="after_decide", seq=1, action=cancel_now),
     )
     try:
         with pytest.raises(LeaseLost, match="intent seq=1 not written"):
             worker.run("c1")
     finally:
-        worker.model.close()
-        worker.cloud.close()
+        worker.decider.close()
 
     history = Journal(conn).history("c1")
     assert sorted(history.decisions) == [0, 1]  # seq 1 was decided before the cancel

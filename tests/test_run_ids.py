@@ -118,8 +118,7 @@ def test_the_library_refuses_a_bad_run_id_before_writing(conn: Any, tmp_path: Pa
                 worker.run(run_id)
             with pytest.raises(InvalidRunId):
                 worker.resolve(run_id)
-        worker.model.close()
-        worker.cloud.close()
+        worker.close_clients()
         assert model.call_counts()["total"] == 0
     assert conn.execute("SELECT count(*) AS n FROM runs").fetchone()["n"] == 0
 

@@ -1,13 +1,27 @@
-"""Model answers are checked before anything is journaled."""
+"""Model answers are checked against the agent's tools before anything is journaled."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from agent_runtime.agent import Wiring
+from agent_runtime.config import Settings
+from agent_runtime.conversation import DONE
+from agent_runtime.deciding import checked_calls
 from agent_runtime.errors import InvalidArguments, MalformedAnswer, UnknownTool
-from agent_runtime.tools import DONE, parse_answer
+from agent_runtime.models import parse_decision
+from agent_runtime.provisioning import agent
 
 SERVER = {"name": "srv-1", "size": "small", "region": "local-1"}
+TOOLS = agent.make_tools(Wiring(settings=Settings()))
+
+
+def parse_answer(raw: object) -> tuple[str, dict[str, Any]]:
+    """The seed protocol's answer, parsed and checked: its one (tool, args)."""
+    ((tool, args, _),) = checked_calls(parse_decision(raw), TOOLS)
+    return tool, args
 
 
 def test_a_valid_answer_is_parsed_into_tool_and_arguments() -> None:
@@ -27,18 +41,27 @@ def test_a_valid_answer_is_parsed_into_tool_and_arguments() -> None:
         (
             {"tool": "create_server", "args": {**SERVER, "size": "gigantic"}},
             InvalidArguments,
-            "size='gigantic' is not one of",
+            "size: Input should be 'small', 'medium' or 'large' \\(got 'gigantic'\\)",
         ),
-        ({"tool": "create_server", "args": {"name": "srv-1"}}, InvalidArguments, "missing"),
+        (
+            {"tool": "create_server", "args": {"name": "srv-1"}},
+            InvalidArguments,
+            "size: Field required; region: Field required",
+        ),
         (
             {"tool": "create_server", "args": {**SERVER, "extra": "x"}},
             InvalidArguments,
-            "unexpected",
+            "extra: Extra inputs are not permitted",
         ),
         (
             {"tool": "create_server", "args": {**SERVER, "name": ""}},
             InvalidArguments,
-            "non-empty string",
+            "name: String should have at least 1 character",
+        ),
+        (
+            {"tool": "create_server", "args": {**SERVER, "name": "x" * 201}},
+            InvalidArguments,
+            "name: String should have at most 200 characters",
         ),
         ({"tool": "done", "args": {"force": True}}, InvalidArguments, "takes no arguments"),
     ],

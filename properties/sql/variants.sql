@@ -31,9 +31,9 @@ RETURNING t.confirmed_at;
 -- == history_join_any_run: the restart reads its history with a join that lost a column ==
 
 -- name: joined_history
-SELECT d.seq, d.tool, d.args, d.llm_call, d.generation, d.decided_at,
+SELECT d.seq, d.tool, d.args, d.llm_call, d.generation, d.decided_at, d.call_id,
        t.idem_key, t.state, t.result, t.remote_status, t.generation AS call_generation,
-       t.confirm_generation, t.intent_at, t.confirmed_at
+       t.confirm_generation, t.intent_at, t.confirmed_at, t.effect
 FROM decisions d LEFT JOIN tool_calls t ON t.seq = d.seq
 WHERE d.run_id = %(run)s
 ORDER BY d.seq, t.intent_at;

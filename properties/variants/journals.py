@@ -9,31 +9,42 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from psycopg.types.json import Jsonb
-
 from agent_runtime import db
 from agent_runtime.errors import LeaseLost
 from agent_runtime.journal import Journal
-from agent_runtime.records import Decision, History, Lease, ToolCall, idempotency_key
+from agent_runtime.records import Decision, History, Lease, ToolCall
 
 from .. import sqlfile
+from .mutations import EDITS
+
+
+def written(journal: Journal, name: str, lease: Lease, what: str, **params: Any) -> list[db.Row]:
+    """Run a statement (a variant's, or the runtime's) the way ``Journal._write`` does."""
+    values = {"run": lease.run_id, "owner": lease.owner, "generation": lease.generation, **params}
+    try:
+        sqlfile.query(name)
+    except KeyError:  # not a variant's: the runtime's own statement
+        rows = db.run(journal.conn, name, values)
+    else:
+        rows = sqlfile.rows(journal.conn, name, values)
+    if not rows:
+        raise LeaseLost(f"run {lease.run_id} is no longer ours; {what} not written")
+    return rows
 
 
 def fenced(journal: Journal, name: str, lease: Lease, what: str, **params: Any) -> db.Row:
     """Run a variant statement the way ``Journal._fenced`` runs the real ones."""
-    row = sqlfile.one(
-        journal.conn,
-        name,
-        {"run": lease.run_id, "owner": lease.owner, "generation": lease.generation, **params},
-    )
-    if row is None:
-        raise LeaseLost(f"run {lease.run_id} is no longer ours; {what} not written")
-    return row
+    return written(journal, name, lease, what, **params)[0]
 
 
 class ForgetfulJournal(Journal):
     """no_decision_replay: reads back only decisions whose call was confirmed, and
-    overwrites a decision when the step is decided again."""
+    overwrites a decision (and its intent) when the step is decided again."""
+
+    OVERWRITE: Final = {
+        "record_decision": "overwrite_decision",
+        "record_intent": "overwrite_intent",
+    }
 
     def history(self, run_id: str) -> History:
         full = super().history(run_id)
@@ -41,38 +52,20 @@ class ForgetfulJournal(Journal):
         return History(
             decisions={s: d for s, d in full.decisions.items() if s in acted},
             calls={s: c for s, c in full.calls.items() if s in acted},
+            answers=full.answers,
         )
 
-    def record_decision(self, lease: Lease, seq: int, tool: str, args: dict[str, Any]) -> Decision:
-        row = fenced(
-            self, "overwrite_decision", lease, f"decision seq={seq}", seq=seq, tool=tool,
-            args=Jsonb(args),
-        )  # fmt: skip
-        return Decision(
-            seq=seq,
-            tool=tool,
-            args=args,
-            llm_call=row["llm_call"],
-            generation=lease.generation,
-            decided_at=row["decided_at"],
-        )
-
-    def record_intent(self, lease: Lease, seq: int) -> ToolCall:
-        key = idempotency_key(lease.run_id, seq)
-        row = fenced(self, "overwrite_intent", lease, f"intent seq={seq}", seq=seq, key=key)
-        return _intent(lease, seq, key, row["intent_at"])
+    def _write(self, name: str, lease: Lease, what: str, **params: Any) -> list[dict[str, Any]]:
+        return written(self, self.OVERWRITE.get(name, name), lease, what, **params)
 
 
 class UnfencedJournal(Journal):
     """no_fencing: every fenced write runs its ``unfenced_*`` twin, which checks the run
     but not the owner and the generation."""
 
-    def _fenced(self, name: str, lease: Lease, what: str, **params: Any) -> dict[str, Any]:
-        try:
-            sqlfile.query(f"unfenced_{name}")
-        except KeyError:
-            return super()._fenced(name, lease, what, **params)
-        return fenced(self, f"unfenced_{name}", lease, what, **params)
+    def _write(self, name: str, lease: Lease, what: str, **params: Any) -> list[dict[str, Any]]:
+        twin = f"unfenced_{name}"
+        return written(self, twin if twin in EDITS else name, lease, what, **params)
 
 
 class CarelessRenewalJournal(Journal):
@@ -135,10 +128,10 @@ class RelaxedIntentJournal(Journal):
     session (for speed, like the confirm), so a database crash may lose an intent whose
     request already went out."""
 
-    def record_intent(self, lease: Lease, seq: int) -> ToolCall:
+    def record_intent(self, lease: Lease, seq: int, effect: str = "keyed") -> ToolCall:
         sqlfile.rows(self.conn, "session_relaxed_commit")
         try:
-            return super().record_intent(lease, seq)
+            return super().record_intent(lease, seq, effect)
         finally:
             sqlfile.rows(self.conn, "session_durable_commit")
 
@@ -162,7 +155,9 @@ class JoinedHistoryJournal(Journal):
     """history_join_any_run: the restart reads decisions and calls in one join that matches
     the calls by step number only, so it picks up other runs' calls of the same step."""
 
-    CALL_FIELDS: Final = ("idem_key", "state", "result", "remote_status", "confirm_generation")
+    CALL_FIELDS: Final = (
+        "idem_key", "state", "result", "remote_status", "confirm_generation", "effect"
+    )  # fmt: skip
 
     def history(self, run_id: str) -> History:
         decisions: dict[int, Decision] = {}
@@ -179,17 +174,3 @@ class JoinedHistoryJournal(Journal):
                     confirmed_at=row["confirmed_at"],
                 )
         return History(decisions=decisions, calls=calls)
-
-
-def _intent(lease: Lease, seq: int, key: str, at: datetime) -> ToolCall:
-    return ToolCall(
-        seq=seq,
-        idem_key=key,
-        state="intent",
-        result=None,
-        remote_status=None,
-        generation=lease.generation,
-        confirm_generation=None,
-        intent_at=at,
-        confirmed_at=None,
-    )

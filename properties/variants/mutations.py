@@ -69,12 +69,13 @@ EDITS: Final[dict[str, Edit]] = {
     ),
     "overwrite_decision": Edit(
         base="record_decision",
-        pattern=r"\nRETURNING llm_call, decided_at$",
+        pattern=r"\nRETURNING seq, llm_call, decided_at$",
         replacement=(
             "\nON CONFLICT (run_id, seq) DO UPDATE"
             "\nSET tool = excluded.tool, args = excluded.args, llm_call = excluded.llm_call,"
-            "\n    generation = excluded.generation, decided_at = cr_now()"
-            "\nRETURNING llm_call, decided_at"
+            "\n    generation = excluded.generation, call_id = excluded.call_id,"
+            "\n    decided_at = cr_now()"
+            "\nRETURNING seq, llm_call, decided_at"
         ),
         why="a step decided again overwrites its decision instead of failing",
     ),

@@ -1,21 +1,27 @@
 """Broken workers and clients: each one a small, plausible mistake in the step protocol.
 
-Where a mistake sits inside a longer method of the runtime, the method is rewritten here
-once with a hook, and each variant overrides the hook: :class:`PatchedLoop` for the
-restart's walk over the journal, :class:`PatchedCloudClient` for the client's retries.
+A mistake in how a call is carried out is an :class:`~agent_runtime.acting.Actor` subclass
+(a worker's ``actor_class``); one in the restart's walk is the runtime's loop rewritten
+once with hooks (:class:`PatchedLoop`); one in the cloud client's retries is the runtime's
+client with hooks (:class:`PatchedCloudClient`), handed to the provisioning agent's tools.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Final
 
 from psycopg.types.json import Jsonb
 
+from agent_runtime.acting import Actor
+from agent_runtime.agent import Agent
 from agent_runtime.clients import CallResult, CloudClient
+from agent_runtime.conversation import DONE
 from agent_runtime.errors import RemoteUnavailable
+from agent_runtime.provisioning import make_tools
 from agent_runtime.records import Decision, History, Lease, ToolCall, idempotency_key
-from agent_runtime.tools import DONE, Tool, check_args, lookup
+from agent_runtime.tooldef import Call, Tool
 from agent_runtime.worker import Outcome, Worker
 
 from .journals import fenced
@@ -23,39 +29,50 @@ from .journals import fenced
 PLACEHOLDER: Final = {"id": "unknown", "status": "created"}  # confirm_before_call's guess
 
 
-class FreshKeyWorker(Worker):
+class FreshKeyActor(Actor):
     """fresh_key: re-sends a stranded intent under a key of its own attempt."""
 
-    def _act(self, lease: Lease, decision: Decision, call: ToolCall | None) -> ToolCall:
+    def act(
+        self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
+    ) -> ToolCall:
         if call is not None:
             key = f"{idempotency_key(lease.run_id, decision.seq)}~{lease.generation}"
             fenced(self.journal, "rekey_intent", lease, "new key", seq=decision.seq, key=key)
             call = dataclasses.replace(call, idem_key=key)
-        return super()._act(lease, decision, call)
+        return super().act(lease, tools, decision, call)
 
 
-class EagerConfirmWorker(Worker):
+class FreshKeyWorker(Worker):
+    actor_class = FreshKeyActor
+
+
+class EagerConfirmActor(Actor):
     """confirm_before_call: writes the confirm (a placeholder result) before the call."""
 
-    def _act(self, lease: Lease, decision: Decision, call: ToolCall | None) -> ToolCall:
+    def act(
+        self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
+    ) -> ToolCall:
         seq = decision.seq
-        tool = lookup(decision.tool)
-        args = check_args(tool, decision.args)
+        tool = tools[decision.tool]
+        args = tool.validate(decision.args)
         if call is None:
             self.crash.reached("before_intent", seq)
-            call = self.journal.record_intent(lease, seq)
+            call = self.journal.record_intent(lease, seq, tool.effect)
         confirmed = self.journal.record_confirm(lease, call, dict(PLACEHOLDER), "created")
         self.crash.reached("after_intent", seq)
-        answer = self.cloud.call(tool, args, key=call.idem_key, generation=lease.generation)
+        context = Call(run_id=lease.run_id, seq=seq, key=call.idem_key, generation=lease.generation)
+        answer = tool(context, args)
         self.crash.reached("after_call", seq)
         fenced(
             self.journal, "patch_result", lease, f"result seq={seq}", seq=seq,
-            result=Jsonb(answer.result), remote=answer.remote_status,
+            result=Jsonb(answer.value), remote=answer.status,
         )  # fmt: skip
         self.crash.reached("after_confirm", seq)
-        return dataclasses.replace(
-            confirmed, result=answer.result, remote_status=answer.remote_status
-        )
+        return dataclasses.replace(confirmed, result=answer.value, remote_status=answer.status)
+
+
+class EagerConfirmWorker(Worker):
+    actor_class = EagerConfirmActor
 
 
 class HeartbeatDeafWorker(Worker):
@@ -78,13 +95,14 @@ class PatchedLoop(Worker):
     def _resolves_stranded(self) -> bool:
         return True
 
-    def _drive(self, lease: Lease) -> Outcome:
+    def _drive(self, lease: Lease, agent: Agent, task: str | None) -> Outcome:
         history = self.journal.history(lease.run_id)
+        tools = self.tools_for(agent)
         skipped: set[int] = set()
         for stranded in history.stranded():
             if self._resolves_stranded():
                 decision = history.decisions[stranded.seq]
-                history.calls[stranded.seq] = self._act(lease, decision, stranded)
+                history.calls[stranded.seq] = self.actor.act(lease, tools, decision, stranded)
             else:
                 skipped.add(stranded.seq)  # never re-sent, never confirmed
         seq = self._start(history)
@@ -93,16 +111,16 @@ class PatchedLoop(Worker):
             if seq in skipped:
                 seq += 1
                 continue
-            found = history.decisions.get(seq)
-            call = history.calls.get(seq)
-            decision = found if found is not None else self._decide(lease, seq, history)
-            history.decisions[seq] = decision
+            if seq not in history.decisions:
+                for made in self.decider.decide(lease, seq, history, agent, task):
+                    history.decisions[made.seq] = made
+            decision, call = history.decisions[seq], history.calls.get(seq)
             llm_calls = max(llm_calls, decision.llm_call)
             if decision.tool == DONE:
                 self.journal.finish(lease)
                 return Outcome(run_id=lease.run_id, status="done", steps=seq, llm_calls=llm_calls)
             if call is None or not call.confirmed:
-                history.calls[seq] = self._act(lease, decision, call)
+                history.calls[seq] = self.actor.act(lease, tools, decision, call)
             seq += 1
 
 
@@ -134,21 +152,19 @@ class PatchedCloudClient(CloudClient):
     def _status(self, answered: str, attempt: int) -> str:
         return answered
 
-    def call(self, tool: Tool, args: dict[str, Any], *, key: str, generation: int) -> CallResult:
+    def call(self, path: str, args: dict[str, Any], *, key: str, generation: int) -> CallResult:
         retries, self._retries = self._retries, 0
         try:
             for attempt in range(retries + 1):
+                sent = self._key(key, attempt)
                 try:
-                    got = super().call(
-                        tool, args, key=self._key(key, attempt), generation=generation
-                    )
+                    got = super().call(path, args, key=sent, generation=generation)
                 except RemoteUnavailable:
                     if attempt == retries:
                         raise
                     continue
-                return dataclasses.replace(
-                    got, remote_status=self._status(got.remote_status, attempt)
-                )
+                status = self._status(got.remote_status, attempt)
+                return dataclasses.replace(got, remote_status=status)
         finally:
             self._retries = retries
         raise AssertionError("unreachable: the last attempt returns or raises")
@@ -169,15 +185,28 @@ class AttemptStatusClient(PatchedCloudClient):
         return "created" if attempt == 0 else "already_done"
 
 
-class RetryKeyWorker(Worker):
+class _PatchedClientWorker(Worker):
+    """The provisioning agent's tools over another cloud client class."""
+
+    client: type[CloudClient] = CloudClient
+
+    def tools_for(self, agent: Agent) -> dict[str, Tool]:
+        tools = self._tools.get(agent.name)
+        if tools is None:
+            made = make_tools(self.wiring(), client=self.client)
+            tools = self._tools[agent.name] = {t.name: t for t in made}
+        return tools
+
+
+class RetryKeyWorker(_PatchedClientWorker):
     """retry_fresh_key: the client's retry path differs from the restart path: it re-sends
     under a new key, where a restart re-sends under the journaled one."""
 
-    cloud_client = RetryKeyClient
+    client = RetryKeyClient
 
 
-class AttemptStatusWorker(Worker):
+class AttemptStatusWorker(_PatchedClientWorker):
     """status_from_attempt: records ``created`` for a first attempt and ``already_done`` for
     a retry, whatever the cloud answered."""
 
-    cloud_client = AttemptStatusClient
+    client = AttemptStatusClient

@@ -3,7 +3,8 @@
 Exit codes: 0 done, 1 injected crash, 2 bad usage or configuration (a refused run
 id; a remote answering 404/405, which leaves the run resumable), 3 the run failed
 (until an operator's ``retry``), 4 stopped but resumable, or backing off (retry
-later), 5 another worker owns the run, 70 an unexpected error (a bug: the traceback
+later), 5 another worker owns the run, 6 the run needs attention (a call in doubt that
+only an operator can resolve), 70 an unexpected error (a bug: the traceback
 is on the ERROR line). Environment variables are read here and nowhere else.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 from . import config, db, logfmt
 from ._version import version
+from .agent import DEFAULT_AGENT, Agent, load_agent
 from .dbsource import database_url
 from .errors import EXIT_SOFTWARE, EXIT_USAGE, AgentRuntimeError
 from .records import Lease
@@ -43,16 +45,22 @@ def _run_id(args: argparse.Namespace) -> str:
     return _new_run_id()
 
 
+def agents_of(addresses: Sequence[str] | None) -> list[Agent]:
+    """The agents ``--agent`` names (default: the seed's provisioning agent)."""
+    return [load_agent(a) for a in (addresses or [DEFAULT_AGENT])]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     settings = config.from_env()
     run_id = _run_id(args)  # before anything is started or written
+    agents = agents_of(args.agent)  # a wrong --agent is refused before anything starts
     url = database_url(settings)
-    worker = Worker.open(settings, url)
+    worker = Worker.open(settings, url, agents=agents)
     try:
         lease = None
         if args.owner is not None and args.generation is not None:
             lease = Lease(run_id=run_id, owner=args.owner, generation=args.generation)
-        worker.run(run_id, lease=lease, create=lease is None)
+        worker.run(run_id, agent=agents[0], input=args.input, lease=lease, create=lease is None)
     finally:
         worker.close()
     return 0
@@ -111,6 +119,9 @@ ENVIRONMENT = (
     "and at most)",
     "MAX_ATTEMPTS, GIVE_UP_AFTER (claims, and seconds, without progress before the "
     "supervisor fails a run: both must be reached)",
+    "MODEL_PROTOCOL (chat: Chat Completions at MODEL_URL, e.g. http://127.0.0.1:8002/v1; "
+    "decide: the mock's own; default: the agent's), MODEL_NAME (the model), MODEL_API_KEY "
+    "or OPENAI_API_KEY (a bearer token)",
 )
 
 
@@ -121,12 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
         "and survives a crash at any step.",
         epilog=f"Environment: {'; '.join(ENVIRONMENT)}. Exit codes: 0 done, 1 injected crash, "
         "2 usage or configuration, 3 run failed, 4 stopped but resumable (or backing off), "
-        "5 run owned by another worker, 70 unexpected error.",
+        "5 run owned by another worker, 6 needs attention (a call in doubt: resolve --seq N), "
+        "70 unexpected error.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run (or resume) one agent run (the default command)")
     run.add_argument("--run-id", help="the run to start or resume (default: $RUN_ID or new)")
+    run.add_argument(
+        "--agent",
+        action="append",
+        metavar="MODULE:ATTR",
+        help=f"the agent of a new run, as package.module:attribute (default {DEFAULT_AGENT})",
+    )
+    run.add_argument("--input", help="the new run's task (default: the agent's own)")
     run.add_argument("--owner", help=argparse.SUPPRESS)  # set by the supervisor
     run.add_argument("--generation", type=int, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)

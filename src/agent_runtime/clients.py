@@ -1,14 +1,14 @@
-"""HTTP clients of the two remotes: the model that decides, the cloud that acts.
+"""HTTP clients: what the model clients (:mod:`agent_runtime.models`) and the cloud's
+share, and the cloud's own (the provisioning agent's tools call it).
 
-Both take an ``httpx.BaseTransport`` so tests can serve them in-process, and retry
-what is transient (a connect error, a 5xx, a timeout) after exponential waits with
-jitter (:mod:`agent_runtime.backoff`; ``sleep`` and ``rand`` are injectable). A 404 or
-a 405 is never retried: the URL names the wrong service (:class:`WrongEndpoint`).
+Each takes an ``httpx.BaseTransport`` so tests can serve it in-process, and retries what
+is transient (a connect error, a 5xx, a timeout) after exponential waits with jitter
+(:mod:`agent_runtime.backoff`; ``sleep`` and ``rand`` are injectable). A 404 or a 405 is
+never retried: the URL names the wrong service (:class:`WrongEndpoint`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import ssl
 import time
@@ -21,17 +21,13 @@ from urllib.parse import quote
 import httpx
 
 from .backoff import Backoff, uniform
-from .config import MODEL_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_CAP, TOOL_RETRIES
+from .config import RETRY_BACKOFF, RETRY_BACKOFF_CAP, TOOL_RETRIES
 from .errors import (
-    MalformedAnswer,
-    ModelError,
-    ModelUnavailable,
     RemoteRejected,
     RemoteUnavailable,
     StaleGeneration,
     WrongEndpoint,
 )
-from .tools import Tool
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +63,23 @@ def tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _error_of(response: httpx.Response) -> tuple[str, str]:
+def error_of(response: httpx.Response) -> tuple[str, str]:
+    """(error code, detail) of a refusal, from a JSON body when there is one: the mocks'
+    ``{"error": code, "detail": ...}`` or the OpenAI shape ``{"error": {"code", "message"}}``."""
     try:
         body = response.json()
     except ValueError:
         return "unknown", response.text[:200]
-    if isinstance(body, dict):
-        return str(body.get("error", "unknown")), str(body.get("detail", body))[:300]
-    return "unknown", str(body)[:200]
+    if not isinstance(body, dict):
+        return "unknown", str(body)[:200]
+    error = body.get("error", "unknown")
+    if isinstance(error, dict):
+        code = error.get("code") or error.get("type") or "unknown"
+        return str(code), str(error.get("message", error))[:300]
+    return str(error), str(body.get("detail", body))[:300]
 
 
-class _Client:
+class HttpClient:
     """What both clients share: one ``httpx.Client``, and how they wait between attempts.
 
     ``retries`` extra attempts (default: the client's own, :attr:`default_retries`), the
@@ -113,7 +115,7 @@ class _Client:
             self._sleep(self._backoff.delay(attempt))
 
     def _wrong_endpoint(self, response: httpx.Response, variable: str, what: str) -> WrongEndpoint:
-        error, detail = _error_of(response)
+        error, detail = error_of(response)
         return WrongEndpoint(
             f"{self._http.base_url} answered HTTP {response.status_code} {error} to "
             f"{response.request.method} {response.request.url.path} ({detail}): {variable} "
@@ -121,63 +123,14 @@ class _Client:
         )
 
 
-class ModelClient(_Client):
-    """Asks the model for the next step; a connect error, a 5xx or a timeout is asked
-    again (after an exponential wait with jitter, ``retries`` times at most)."""
-
-    default_retries = MODEL_RETRIES
-
-    def decide(self, run_id: str, history: list[dict[str, Any]]) -> object:
-        """Ask for the next step. Returns the raw answer; parsing is the caller's.
-
-        Asking again costs nothing but a model call: the answer is journaled only once
-        it arrives, so a question whose answer was lost is simply asked again.
-        """
-        body = {"run_id": run_id, "history": history}
-        problem = ""
-        for attempt in range(self._retries + 1):
-            if attempt:
-                log.info("model-retry run=%s attempt=%d after=%r", run_id, attempt + 1, problem)
-            self._pause(attempt)
-            try:
-                response = self._http.post("/v1/decide", json=body)
-            except httpx.TimeoutException as exc:
-                problem = f"no answer in time: {exc!r}"
-                continue
-            except httpx.TransportError as exc:
-                problem = f"{exc!r}"
-                continue
-            if response.status_code >= 500:
-                error, detail = _error_of(response)
-                problem = f"HTTP {response.status_code} {error}: {detail}"
-                continue
-            return self._answer(response)
-        raise ModelUnavailable(
-            f"cannot reach the model at {self._http.base_url} after {self._retries + 1} "
-            f"attempt(s) (last: {problem}); the run is resumable"
-        )
-
-    def _answer(self, response: httpx.Response) -> object:
-        if response.status_code in WRONG_ENDPOINT:
-            raise self._wrong_endpoint(response, "MODEL_URL", "the model")
-        if response.status_code != 200:
-            error, detail = _error_of(response)
-            raise ModelError(f"the model answered HTTP {response.status_code} {error}: {detail}")
-        try:
-            return json.loads(response.content)
-        except ValueError as exc:
-            raise MalformedAnswer(
-                f"the model's answer is not JSON: {response.text[:200]!r}"
-            ) from exc
-
-
-class CloudClient(_Client):
+class CloudClient(HttpClient):
     """Sends tool calls; a 5xx or a timeout is sent again under the same key."""
 
     default_retries = TOOL_RETRIES
 
-    def call(self, tool: Tool, args: dict[str, Any], *, key: str, generation: int) -> CallResult:
-        """Send one tool call; re-send under the same key after a 5xx or a timeout."""
+    def call(self, path: str, args: dict[str, Any], *, key: str, generation: int) -> CallResult:
+        """POST one tool call to ``path``; re-send under the same key after a 5xx or a
+        timeout."""
         headers = {KEY_HEADER: wire_key(key), GENERATION_HEADER: str(generation)}
         problem = ""
         for attempt in range(self._retries + 1):
@@ -185,13 +138,13 @@ class CloudClient(_Client):
                 log.info("resending key=%s attempt=%d after=%r", key, attempt + 1, problem)
             self._pause(attempt)
             try:
-                response = self._http.post(tool.path, json=args, headers=headers)
+                response = self._http.post(path, json=args, headers=headers)
             except httpx.TransportError as exc:  # includes timeouts: the remote may have acted
                 problem = f"{type(exc).__name__}: {exc}"
                 continue
             if response.status_code in (200, 201):
                 return self._parse(response, key)
-            error, detail = _error_of(response)
+            error, detail = error_of(response)
             if response.status_code >= 500:
                 problem = f"HTTP {response.status_code} {error}"
                 continue

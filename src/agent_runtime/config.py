@@ -59,6 +59,9 @@ class Settings:
     max_attempts: int = MAX_ATTEMPTS
     give_up_after: float = GIVE_UP_AFTER
     max_workers: int = MAX_WORKERS
+    model_protocol: str | None = None  # 'chat' or 'decide'; None: the agent's own
+    model_name: str | None = None  # the Chat Completions model; None: the agent's own
+    model_api_key: str | None = field(default=None, repr=False)  # sent as a bearer token
     crash: CrashPlan = field(default_factory=CrashPlan)
 
     def __post_init__(self) -> None:
@@ -88,6 +91,11 @@ class Settings:
         for name in ("max_attempts", "max_workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.model_protocol not in (None, "chat", "decide"):
+            raise ConfigError(
+                f"MODEL_PROTOCOL must be 'chat' (Chat Completions) or 'decide' (the mock's own "
+                f"protocol), got {self.model_protocol!r}"
+            )
 
     def with_changes(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -153,7 +161,8 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
     """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
     ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``, ``TOOL_TIMEOUT``,
     ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``, ``MAX_ATTEMPTS``,
-    ``GIVE_UP_AFTER``; keyword overrides (``None``: not given) win."""
+    ``GIVE_UP_AFTER``, ``MODEL_PROTOCOL``, ``MODEL_NAME``, ``MODEL_API_KEY`` (else
+    ``OPENAI_API_KEY``); keyword overrides (``None``: not given) win."""
     env = os.environ if env is None else env
     crash_at = env.get("CRASH_AT") or None
     crash = CrashPlan(point=crash_at, seq=_integer(env, "CRASH_SEQ", None))
@@ -170,6 +179,9 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
         "run_backoff_cap": _number(env, "RUN_BACKOFF_CAP", RUN_BACKOFF_CAP),
         "max_attempts": _integer(env, "MAX_ATTEMPTS", MAX_ATTEMPTS),
         "give_up_after": _number(env, "GIVE_UP_AFTER", GIVE_UP_AFTER),
+        "model_protocol": env.get("MODEL_PROTOCOL") or None,
+        "model_name": env.get("MODEL_NAME") or None,
+        "model_api_key": env.get("MODEL_API_KEY") or env.get("OPENAI_API_KEY") or None,
         "crash": crash,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -7,13 +7,17 @@ and carries the process exit code the CLI uses for it::
     ├── ConfigError            bad settings or a wrong CRASH_AT name        (exit 2)
     │   ├── InvalidRunId       a run id refused at the edge (empty, blank, control
     │   │                      characters, over 200 characters); nothing is written
-    │   └── WrongEndpoint      a remote answered 404 or 405: CLOUD_URL or MODEL_URL names
-    │                          the wrong service; the run stays resumable  (exit 2)
+    │   ├── WrongEndpoint      a remote answered 404 or 405: CLOUD_URL or MODEL_URL names
+    │   │                      the wrong service; the run stays resumable  (exit 2)
+    │   └── UnknownAgent       the run belongs to an agent this worker does not have; the
+    │                          run is not touched                          (exit 2)
     ├── DatabaseError          unreachable database, missing schema         (exit 4)
     ├── RunNotFound            no run with that id                          (exit 2)
     ├── RunUnavailable         the run is held by a live worker, or final    (exit 5)
-    │   └── BackingOff         released after a resumable error; claimable again once
-    │                          its backoff has passed                       (exit 4)
+    │   ├── BackingOff         released after a resumable error; claimable again once
+    │   │                      its backoff has passed                       (exit 4)
+    │   └── NeedsAttention     a call nothing can tell the outcome of (a 'once' tool) is in
+    │                          doubt: the run waits for an operator's resolve   (exit 6)
     ├── LeaseLost              fenced: another worker owns the run now       (exit 5)
     ├── ModelError             the model answered something unusable         (exit 4)
     │   ├── ModelUnavailable   no answer: connect errors, 5xx or timeouts past the retries
@@ -21,8 +25,9 @@ and carries the process exit code the CLI uses for it::
     │   ├── UnknownTool        a tool this runtime does not have
     │   ├── InvalidArguments   the right tool with arguments it rejects
     │   └── UnusableDecision   a journaled decision this runtime cannot act on (exit 3)
-    ├── RemoteError            the cloud did not act, or said no
-    │   ├── RemoteUnavailable  5xx or timeouts past the retry budget       (exit 4)
+    ├── RemoteError            a tool's remote did not act, or said no
+    │   ├── RemoteUnavailable  5xx, timeouts or a tool's retryable exceptions past the
+    │   │                      retry budget                                (exit 4)
     │   ├── RemoteRejected     a 4xx the run cannot recover from           (exit 3)
     │   └── StaleGeneration    the cloud fenced a call from an old owner    (exit 5)
     └── UnexpectedError        a bug: an exception the runtime has no name for, raised
@@ -46,6 +51,7 @@ EXIT_USAGE = 2
 EXIT_FAILED = 3
 EXIT_RETRY_LATER = 4
 EXIT_NOT_OWNER = 5
+EXIT_NEEDS_ATTENTION = 6  # a call is in doubt; an operator decides (resolve --seq N ...)
 EXIT_SOFTWARE = 70  # EX_SOFTWARE (sysexits.h): a bug, its traceback is in the log
 
 
@@ -58,6 +64,8 @@ class AgentRuntimeError(Exception):
     # Set once the error has been logged with what it did to the run (a worker's stopped
     # or failed line), so the process edge does not print a second ERROR line for it.
     reported = False
+    # The run's state already says what happened (parked): no release, no failure.
+    recorded_on_run = False
 
 
 class ConfigError(AgentRuntimeError):
@@ -71,6 +79,10 @@ class InvalidRunId(ConfigError):
 class WrongEndpoint(ConfigError):
     """404 or 405: the URL reaches a server, but not the service it should (a CLOUD_URL
     pointing at the model, a path prefix missing). Fix the setting; the run resumes."""
+
+
+class UnknownAgent(ConfigError):
+    pass
 
 
 class DatabaseError(AgentRuntimeError):
@@ -87,6 +99,11 @@ class RunUnavailable(AgentRuntimeError):
 
 class BackingOff(RunUnavailable):
     exit_code = EXIT_RETRY_LATER
+
+
+class NeedsAttention(RunUnavailable):
+    exit_code = EXIT_NEEDS_ATTENTION
+    recorded_on_run = True
 
 
 class LeaseLost(AgentRuntimeError):

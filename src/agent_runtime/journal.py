@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from . import db
 from .errors import LeaseLost, RunNotFound
-from .records import Decision, History, Lease, Run, ToolCall, idempotency_key
+from .records import Decision, History, Lease, ModelAnswer, Run, ToolCall, idempotency_key
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,19 @@ class Journal:
             c.seq: c
             for c in map(ToolCall.from_row, db.run(self.conn, "load_tool_calls", {"run": run_id}))
         }
-        return History(decisions=decisions, calls=calls)
+        answers = {
+            a.llm_call: a
+            for a in map(ModelAnswer.from_row, db.run(self.conn, "load_answers", {"run": run_id}))
+        }
+        return History(decisions=decisions, calls=calls, answers=answers)
 
     # -- run lifecycle -------------------------------------------------------------------
 
-    def create_run(self, run_id: str) -> None:
-        db.run(self.conn, "create_run", {"run": run_id})
+    def create_run(
+        self, run_id: str, agent: str = "provisioning", input: str | None = None
+    ) -> None:
+        """Create the run (a run that exists keeps its own agent and input)."""
+        db.run(self.conn, "create_run", {"run": run_id, "agent": agent, "input": input})
 
     def claim(
         self,
@@ -85,18 +92,23 @@ class Journal:
             return None
         return Lease(run_id=run_id, owner=owner, generation=row["generation"])
 
-    def _fenced(self, name: str, lease: Lease, what: str, **params: Any) -> dict[str, Any]:
-        row = db.one(
+    def _write(self, name: str, lease: Lease, what: str, **params: Any) -> list[dict[str, Any]]:
+        """Run the fenced statement ``name`` under ``lease``: its rows, or LeaseLost when it
+        wrote nothing (the run is no longer ours)."""
+        rows = db.run(
             self.conn,
             name,
             {"run": lease.run_id, "owner": lease.owner, "generation": lease.generation, **params},
         )
-        if row is None:
+        if not rows:
             raise LeaseLost(
                 f"run {lease.run_id} is no longer ours (generation {lease.generation}); "
                 f"{what} not written"
             )
-        return row
+        return rows
+
+    def _fenced(self, name: str, lease: Lease, what: str, **params: Any) -> dict[str, Any]:
+        return self._write(name, lease, what, **params)[0]
 
     def adopt(self, lease: Lease, owner: str) -> Lease:
         """Put ``owner`` on a lease claimed for it; same generation."""
@@ -111,8 +123,13 @@ class Journal:
     def check_owner(self, lease: Lease, what: str) -> None:
         self._fenced("check_owner", lease, what)
 
-    def finish(self, lease: Lease) -> None:
-        self._fenced("finish_run", lease, "run completion")
+    def finish(self, lease: Lease, output: str | None = None) -> None:
+        self._fenced("finish_run", lease, "run completion", output=output)
+
+    def park(self, lease: Lease, reason: str) -> None:
+        """The run needs an operator (a call in doubt that nothing can tell): no claim takes
+        it until one resolves the call."""
+        self._fenced("park_run", lease, "needs attention", reason=reason)
 
     def fail(self, lease: Lease, reason: str) -> None:
         self._fenced("fail_run", lease, "run failure", reason=reason)
@@ -136,21 +153,54 @@ class Journal:
     # -- the three writes of a step ------------------------------------------------------
 
     def record_decision(self, lease: Lease, seq: int, tool: str, args: dict[str, Any]) -> Decision:
-        row = self._fenced(
-            "record_decision", lease, f"decision seq={seq}", seq=seq, tool=tool, args=Jsonb(args)
+        """Journal one decision as an answer of its own (the seed's protocol's shape)."""
+        (decision,) = self.record_answer(
+            lease, seq, [(tool, args, None)], message={"tool": tool, "args": args}
         )
-        return Decision(
-            seq=seq,
-            tool=tool,
-            args=args,
-            llm_call=row["llm_call"],
-            generation=lease.generation,
-            decided_at=row["decided_at"],
-        )
+        return decision
 
-    def record_intent(self, lease: Lease, seq: int) -> ToolCall:
+    def record_answer(
+        self,
+        lease: Lease,
+        seq: int,
+        decided: list[tuple[str, dict[str, Any], str | None]],
+        *,
+        message: dict[str, Any],
+        usage: dict[str, Any] | None = None,
+    ) -> list[Decision]:
+        """Journal one model answer (``message``, whole, with ``usage``) and its decisions:
+        ``decided`` as (tool, args, call id), numbered from ``seq``. One fenced statement."""
+        rows: list[dict[str, Any]] = [
+            {"seq": seq + i, "tool": tool, "args": args, "call_id": call_id}
+            for i, (tool, args, call_id) in enumerate(decided)
+        ]
+        written = self._write(
+            "record_decision",
+            lease,
+            f"decision seq={seq}",
+            message=Jsonb(message),
+            usage=Jsonb(usage) if usage is not None else None,
+            decisions=Jsonb(rows),
+        )
+        by_seq = {row["seq"]: row for row in written}
+        return [
+            Decision(
+                seq=r["seq"],
+                tool=r["tool"],
+                args=r["args"],
+                llm_call=by_seq[r["seq"]]["llm_call"],
+                generation=lease.generation,
+                decided_at=by_seq[r["seq"]]["decided_at"],
+                call_id=r["call_id"],
+            )
+            for r in rows
+        ]
+
+    def record_intent(self, lease: Lease, seq: int, effect: str = "keyed") -> ToolCall:
         key = idempotency_key(lease.run_id, seq)
-        row = self._fenced("record_intent", lease, f"intent seq={seq}", seq=seq, key=key)
+        row = self._fenced(
+            "record_intent", lease, f"intent seq={seq}", seq=seq, key=key, effect=effect
+        )
         return ToolCall(
             seq=seq,
             idem_key=key,
@@ -161,11 +211,19 @@ class Journal:
             confirm_generation=None,
             intent_at=row["intent_at"],
             confirmed_at=None,
+            effect=effect,
         )
 
     def record_confirm(
-        self, lease: Lease, call: ToolCall, result: dict[str, Any], remote_status: str
+        self,
+        lease: Lease,
+        call: ToolCall,
+        result: Any,
+        remote_status: str,
+        *,
+        state: str = "confirmed",
     ) -> ToolCall:
+        """Resolve the call: its result (``state='failed'``: the error the model sees)."""
         row = self._fenced(
             "record_confirm",
             lease,
@@ -173,15 +231,17 @@ class Journal:
             seq=call.seq,
             result=Jsonb(result),
             remote=remote_status,
+            state=state,
         )
         return ToolCall(
             seq=call.seq,
             idem_key=call.idem_key,
-            state="confirmed",
+            state=state,
             result=result,
             remote_status=remote_status,
             generation=call.generation,
             confirm_generation=lease.generation,
             intent_at=call.intent_at,
             confirmed_at=row["confirmed_at"],
+            effect=call.effect,
         )

@@ -1,8 +1,8 @@
-"""Rows of the three tables as frozen, keyword-only dataclasses."""
+"""Rows of the journal's tables as frozen, keyword-only dataclasses."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,9 @@ class Run:
     updated_at: datetime
     now: datetime  # the database clock (cr_now()) when the row was read
     progress_at: datetime | None = None  # creation, the last confirm, or an operator's retry
+    agent: str = "provisioning"  # the agent the run belongs to (Agent.name)
+    input: str | None = None  # the task the run was started with (None: the agent's own)
+    output: str | None = None  # the final answer's text, once done
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -50,9 +53,10 @@ class Decision:
     seq: int
     tool: str
     args: dict[str, Any]
-    llm_call: int
+    llm_call: int  # the journaled model answer it came from (model_answers)
     generation: int
     decided_at: datetime
+    call_id: str | None = None  # the model's id of this call (Chat Completions)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Decision:
@@ -63,13 +67,14 @@ class Decision:
 class ToolCall:
     seq: int
     idem_key: str
-    state: str  # 'intent' | 'confirmed'
-    result: dict[str, Any] | None
+    state: str  # 'intent' | 'redo' | 'confirmed' | 'failed' (schema.sql)
+    result: Any  # the tool's answer (or the failure), None while unresolved
     remote_status: str | None
     generation: int
     confirm_generation: int | None
     intent_at: datetime
     confirmed_at: datetime | None
+    effect: str = "keyed"  # the tool's effect contract when the intent was written
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ToolCall:
@@ -77,7 +82,23 @@ class ToolCall:
 
     @property
     def confirmed(self) -> bool:
-        return self.state == "confirmed"
+        """Resolved: the result (or the failure) is recorded; nothing is in doubt."""
+        return self.state in ("confirmed", "failed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelAnswer:
+    """One journaled model answer, whole."""
+
+    llm_call: int
+    message: dict[str, Any]
+    usage: dict[str, Any] | None
+    generation: int
+    answered_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ModelAnswer:
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,17 +116,18 @@ class History:
 
     decisions: dict[int, Decision]
     calls: dict[int, ToolCall]
+    answers: dict[int, ModelAnswer] = field(default_factory=dict)
 
     def stranded(self) -> list[ToolCall]:
         """Intents without a confirm: calls whose outcome the journal cannot tell."""
-        return [c for c in self.calls.values() if not c.confirmed]
+        return [c for c in sorted(self.calls.values(), key=lambda c: c.seq) if not c.confirmed]
 
     def confirmed_steps(self) -> list[dict[str, Any]]:
-        """The run's history as the model sees it."""
+        """The run's history as the seed's protocol shows it to the model."""
         steps = []
         for seq in sorted(self.calls):
             call = self.calls[seq]
-            if call.confirmed:
+            if call.state == "confirmed":
                 d = self.decisions[seq]
                 steps.append({"seq": seq, "tool": d.tool, "args": d.args, "result": call.result})
         return steps

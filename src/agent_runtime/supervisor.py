@@ -33,6 +33,7 @@ from types import FrameType
 
 from . import config, db, logfmt
 from ._version import version
+from .agent import DEFAULT_AGENT, Agent, by_name, load_agent
 from .clients import tls_context
 from .dbsource import database_url
 from .errors import (
@@ -74,12 +75,14 @@ class Child:
         return self.exit_code
 
 
-def _run_forked_worker(settings: config.Settings, url: str, lease: Lease) -> int:
+def _run_forked_worker(
+    settings: config.Settings, url: str, lease: Lease, agents: Sequence[Agent]
+) -> int:
     """Body of a forked child: its own connection, its own clients, then os._exit."""
     from .worker import Worker
 
     try:
-        worker = Worker.open(settings, url)  # its own token; it adopts the lease
+        worker = Worker.open(settings, url, agents=agents)  # its own token; it adopts the lease
         try:
             worker.run(lease.run_id, lease=lease, create=False)
         finally:
@@ -104,9 +107,19 @@ class Supervisor:
         *,
         spawn: str = "fork",
         worker_env: dict[str, str] | None = None,
+        agents: Sequence[Agent] | None = None,
+        agent_addresses: Sequence[str] | None = None,
     ) -> None:
+        """``agents``: the agents whose runs it takes (default: the provisioning agent);
+        ``agent_addresses``: how an ``exec`` worker finds them (``--agent`` values)."""
         if spawn not in SPAWN_MODES:
             raise ValueError(f"spawn must be one of {SPAWN_MODES}, got {spawn!r}")
+        if agents is None:
+            from .provisioning import agent as provisioning
+
+            agents = [provisioning]
+        self.agents = list(by_name(list(agents)).values())
+        self.agent_addresses = list(agent_addresses or [])
         self.url = url
         self.settings = settings
         self.spawn = spawn
@@ -202,6 +215,7 @@ class Supervisor:
                 "lease": self.settings.lease,
                 "limit": free,
                 "max_attempts": self.settings.max_attempts,
+                "agents": [a.name for a in self.agents],
             },
         )
         started = []
@@ -240,6 +254,7 @@ class Supervisor:
                 lease.owner,
                 "--generation",
                 str(lease.generation),
+                *[arg for address in self.agent_addresses for arg in ("--agent", address)],
             ]
             env = dict(self.worker_env if self.worker_env is not None else os.environ)
             env["DATABASE_URL"] = self.url
@@ -260,7 +275,7 @@ class Supervisor:
                 signal.set_wakeup_fd(-1)
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
                     signal.signal(sig, signal.SIG_DFL)
-                code = _run_forked_worker(self.settings, self.url, lease)
+                code = _run_forked_worker(self.settings, self.url, lease, self.agents)
             finally:
                 for handler in logging.getLogger().handlers:
                     handler.flush()
@@ -396,6 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fork (fast, default) or exec a fresh interpreter per worker",
     )
     parser.add_argument(
+        "--agent",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="an agent whose runs this supervisor takes, as package.module:attribute (give "
+        f"several to take several; default {DEFAULT_AGENT})",
+    )
+    parser.add_argument(
         "--once",
         action="store_true",
         help="exit once nothing is claimable and no worker is running (a run waiting out a "
@@ -418,7 +440,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_backoff=args.run_backoff,
             run_backoff_cap=args.run_backoff_cap,
         )
-        supervisor = Supervisor(database_url(settings), settings, spawn=args.spawn)
+        addresses = args.agent or [DEFAULT_AGENT]
+        agents = [load_agent(address) for address in addresses]
+        supervisor = Supervisor(
+            database_url(settings),
+            settings,
+            spawn=args.spawn,
+            agents=agents,
+            agent_addresses=addresses,
+        )
     except AgentRuntimeError as exc:
         log.error("%s error=%r", type(exc).__name__, str(exc))
         return exc.exit_code

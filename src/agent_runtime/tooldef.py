@@ -42,17 +42,16 @@ import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, get_args, overload
 
 import httpx
 import pydantic
 
+from .clients import GENERATION_HEADER, KEY_HEADER, wire_key
 from .errors import ConfigError, InvalidArguments
 
 Effect = Literal["keyed", "checked", "read", "once"]
 EFFECTS: Final[tuple[str, ...]] = get_args(Effect)
-KEY_HEADER: Final = "Idempotency-Key"
-GENERATION_HEADER: Final = "X-Fencing-Generation"
 RETRY_ON: Final[tuple[type[BaseException], ...]] = (
     httpx.TransportError,  # includes timeouts: the remote may have acted
     ConnectionError,
@@ -74,8 +73,9 @@ class Call:
     attempt: int = 1  # 1, then 2 for this worker's first retry, ...
 
     def headers(self) -> dict[str, str]:
-        """``Idempotency-Key`` and ``X-Fencing-Generation``, for a keyed HTTP remote."""
-        return {KEY_HEADER: self.key, GENERATION_HEADER: str(self.generation)}
+        """``Idempotency-Key`` (percent-encoded where the run id is not ASCII) and
+        ``X-Fencing-Generation``, for a keyed HTTP remote."""
+        return {KEY_HEADER: wire_key(self.key), GENERATION_HEADER: str(self.generation)}
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,32 @@ class Tool:
         return None if found is None else _as_result(self, found, "found")
 
 
+@overload
+def tool(
+    fn: Fn,
+    *,
+    effect: Effect,
+    name: str | None = None,
+    description: str | None = None,
+    retry_on: tuple[type[BaseException], ...] = RETRY_ON,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF,
+) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    effect: Effect,
+    name: str | None = None,
+    description: str | None = None,
+    retry_on: tuple[type[BaseException], ...] = RETRY_ON,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF,
+) -> Callable[[Fn], Tool]: ...
+
+
 def tool(
     fn: Fn | None = None,
     *,
@@ -166,8 +192,8 @@ def tool(
     retry_on: tuple[type[BaseException], ...] = RETRY_ON,
     retries: int = RETRIES,
     backoff: float = BACKOFF,
-) -> Any:
-    """Make a :class:`Tool` of ``fn`` (a decorator, with or without the function)."""
+) -> Tool | Callable[[Fn], Tool]:
+    """Make a :class:`Tool` of ``fn``: ``@tool(effect="keyed")`` above a function."""
     if effect not in EFFECTS:
         raise ConfigError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
     if retries < 0 or backoff < 0:

@@ -2,12 +2,16 @@
 
 One step, with the crash points where they fall::
 
-    before_decide -> ask model -> after_decide_before_journal -> journal decision
-    -> after_decide -> check args -> before_intent -> journal intent -> after_intent
-    -> call cloud (key <run>:<seq>) -> after_call -> journal confirm -> after_confirm
+    before_decide -> ask model -> after_decide_before_journal -> journal the answer and its
+    decisions -> after_decide -> check args -> before_intent -> journal intent
+    -> after_intent -> call the tool (key <run>:<seq>) -> after_call -> journal confirm
+    -> after_confirm
 
-A (re)start reads the run's history back, first re-sends every intent that has
-no confirm under its original key, then replays journaled decisions instead of
+A model answer may propose several tool calls: they are journaled together (one decision
+each, every one with its own step number and key) and carried out one after the other
+(:mod:`agent_runtime.acting`); an answer without tool calls is the final one, its text the
+run's output. A (re)start reads the run's history back, first resolves every intent that
+has no confirm by its tool's effect contract, then replays journaled decisions instead of
 asking the model again, and asks the model only for steps never decided.
 
 How a run under a lease stops: a permanent error fails it; any other error, the
@@ -22,7 +26,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -30,26 +34,27 @@ from typing import Any
 import httpx
 
 from . import db
-from .backoff import uniform
-from .clients import CloudClient, ModelClient
+from .acting import Actor
+from .agent import Agent, Wiring, agent_of, by_name
+from .backoff import Backoff, uniform
 from .config import Settings
+from .conversation import DONE
 from .crash import CrashPlan
+from .deciding import Decider
 from .errors import (
     AgentRuntimeError,
     BackingOff,
-    InvalidArguments,
     LeaseLost,
     RunNotFound,
     RunUnavailable,
     UnexpectedError,
-    UnknownTool,
-    UnusableDecision,
 )
 from .journal import Journal
 from .lease import Heartbeat, owner_is_dead, owner_token
-from .records import Decision, History, Lease, Run, ToolCall
+from .models import Model
+from .records import Decision, History, Lease, Run
 from .runid import check_run_id
-from .tools import DONE, check_args, lookup, parse_answer
+from .tooldef import Tool
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,7 @@ class Outcome:
     status: str  # 'done' here; failures raise
     steps: int  # confirmed tool calls
     llm_calls: int  # journaled model answers
+    output: str | None = None  # the final answer's text (None: the model gave none)
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -67,39 +73,71 @@ def _args(args: dict[str, Any]) -> str:
 
 
 class Worker:
-    """Drives runs to completion against one database connection and two remotes."""
+    """Drives runs of its agents to completion against one database connection."""
 
-    # The clients :meth:`build` makes; a subclass may swap one for its own.
-    model_client: type[ModelClient] = ModelClient
-    cloud_client: type[CloudClient] = CloudClient
+    # How a step is decided and how a call is carried out; a subclass may swap either.
+    decider_class: type[Decider] = Decider
+    actor_class: type[Actor] = Actor
 
     def __init__(
         self,
         journal: Journal,
         settings: Settings,
         *,
-        model: ModelClient,
-        cloud: CloudClient,
+        agents: Agent | Sequence[Agent] | None = None,
+        model: Model | None = None,
+        transports: Mapping[str, httpx.BaseTransport] | None = None,
         crash: CrashPlan | None = None,
         heartbeat_url: str | None = None,
         owner: str | None = None,
         heartbeat_connect: Callable[[], db.Connection] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = uniform,
     ) -> None:
-        """``heartbeat_url``: renew the lease from a thread on a connection of its own.
-        ``heartbeat_connect`` instead: the lease gets a :class:`Heartbeat` over connections
-        from there, but no thread; the caller beats it (:attr:`heartbeat`). Neither: no
-        renewal at all (a test that moves the clock itself). ``rand``: the jitter of the
-        run's backoff, a number in [0, 1)."""
+        """``agents``: the agents whose runs this worker takes (default: the seed's
+        provisioning agent). ``model``: one model client for all of them (default: one per
+        agent, made from ``settings`` by its protocol). ``transports``: in-process remotes by
+        name (``model``, ``cloud``, ...), for tests. ``heartbeat_url``: renew the lease from a
+        thread on a connection of its own; ``heartbeat_connect`` instead: a
+        :class:`Heartbeat` over connections from there, but no thread (the caller beats it,
+        :attr:`heartbeat`); neither: no renewal (a test that moves the clock itself).
+        ``sleep`` and ``rand``: how clients and tools wait between attempts, and the jitter
+        of every wait (a number in [0, 1))."""
+        if agents is None:
+            from .provisioning import agent as provisioning
+
+            agents = provisioning
+        self.agents = by_name([agents] if isinstance(agents, Agent) else list(agents))
         self.journal = journal
         self.settings = settings
-        self.model = model
-        self.cloud = cloud
+        self._tools: dict[str, dict[str, Tool]] = {}
+        self._closers: list[Callable[[], None]] = []
+        self.transports = dict(transports or {})
         self.crash = crash if crash is not None else settings.crash
         self.heartbeat_url = heartbeat_url
         self.heartbeat_connect = heartbeat_connect
         self.owner = owner or owner_token()
+        self.sleep = sleep
+        self.rand = rand
         self.backoff = settings.run_backoff_rule(rand)
+        self.actor = self.actor_class(
+            journal,
+            self.crash,
+            guard=self._guard,
+            sleep=sleep,
+            backoff=lambda base: Backoff(base=base, cap=settings.run_backoff_cap, rand=rand),
+        )
+        self.decider = self.decider_class(
+            journal,
+            settings,
+            self.crash,
+            guard=self._guard,
+            tools=self.tools_for,
+            model=model,
+            transports=self.transports,
+            sleep=sleep,
+            rand=rand,
+        )
         self._heartbeat: Heartbeat | None = None
 
     @classmethod
@@ -108,6 +146,7 @@ class Worker:
         settings: Settings,
         url: str,
         *,
+        agents: Agent | Sequence[Agent] | None = None,
         model_transport: httpx.BaseTransport | None = None,
         cloud_transport: httpx.BaseTransport | None = None,
         heartbeat: bool = True,
@@ -123,6 +162,7 @@ class Worker:
         return cls.build(
             Journal(conn),
             settings,
+            agents=agents,
             model_transport=model_transport,
             cloud_transport=cloud_transport,
             heartbeat_url=url if heartbeat else None,
@@ -135,8 +175,10 @@ class Worker:
         journal: Journal,
         settings: Settings,
         *,
+        agents: Agent | Sequence[Agent] | None = None,
         model_transport: httpx.BaseTransport | None = None,
         cloud_transport: httpx.BaseTransport | None = None,
+        transports: Mapping[str, httpx.BaseTransport] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         crash: CrashPlan | None = None,
         heartbeat_url: str | None = None,
@@ -144,33 +186,24 @@ class Worker:
         heartbeat_connect: Callable[[], db.Connection] | None = None,
         rand: Callable[[], float] = uniform,
     ) -> Worker:
-        """A worker on a journal you connected, with clients made from ``settings``;
-        ``sleep`` and ``rand`` are how both clients wait between attempts."""
+        """A worker on a journal you connected; its model and tool clients are made from
+        ``settings`` (``model_transport``, ``cloud_transport``: shorthands of
+        ``transports``)."""
+        wired = dict(transports or {})
+        if model_transport is not None:
+            wired["model"] = model_transport
+        if cloud_transport is not None:
+            wired["cloud"] = cloud_transport
         return cls(
             journal,
             settings,
-            model=cls.model_client(
-                settings.model_url,
-                timeout=settings.model_timeout,
-                retries=settings.model_retries,
-                backoff=settings.retry_backoff,
-                transport=model_transport,
-                sleep=sleep,
-                rand=rand,
-            ),
-            cloud=cls.cloud_client(
-                settings.cloud_url,
-                timeout=settings.tool_timeout,
-                retries=settings.tool_retries,
-                backoff=settings.retry_backoff,
-                transport=cloud_transport,
-                sleep=sleep,
-                rand=rand,
-            ),
+            agents=agents,
+            transports=wired,
             crash=crash,
             heartbeat_url=heartbeat_url,
             owner=owner,
             heartbeat_connect=heartbeat_connect,
+            sleep=sleep,
             rand=rand,
         )
 
@@ -180,9 +213,41 @@ class Worker:
         return self._heartbeat
 
     def close(self) -> None:
-        self.model.close()
-        self.cloud.close()
+        self.close_clients()
         self.journal.conn.close()
+
+    def close_clients(self) -> None:
+        """Close the model clients and whatever the agents' tools opened; the connection
+        stays (its owner may hand it on)."""
+        self.decider.close()
+        self._tools.clear()  # their clients close now: made again if the worker goes on
+        closers, self._closers = self._closers, []
+        for close in closers:
+            close()
+
+    # -- what an agent needs --------------------------------------------------------------
+
+    def model_for(self, agent: Agent) -> Model:
+        """The agent's model client (made once, from the settings and its protocol)."""
+        return self.decider.model_for(agent)
+
+    def tools_for(self, agent: Agent) -> dict[str, Tool]:
+        """The agent's tools by name, made once for this worker."""
+        tools = self._tools.get(agent.name)
+        if tools is None:
+            wiring = self.wiring()
+            tools = self._tools[agent.name] = agent.make_tools(wiring)
+        return tools
+
+    def wiring(self) -> Wiring:
+        """What this worker gives a tool factory (clients it opens close with the worker)."""
+        return Wiring(
+            settings=self.settings,
+            transports=self.transports,
+            sleep=self.sleep,
+            rand=self.rand,
+            closers=self._closers,
+        )
 
     # -- claiming ------------------------------------------------------------------------
 
@@ -200,15 +265,8 @@ class Worker:
                 raise RunNotFound(f"no run with id {run_id!r}")
             if run.status == "done":
                 return None
-            if run.status in ("failed", "cancelled"):
-                hint = (
-                    f"; `python -m agent_runtime retry {run_id}` puts it back to pending"
-                    if run.status == "failed"
-                    else ""
-                )
-                raise RunUnavailable(
-                    f"run {run_id} is {run.status}: {run.failure or 'no reason recorded'}{hint}"
-                )
+            if run.status in ("failed", "cancelled", "needs_attention"):
+                raise RunUnavailable(f"run {run_id} is {run.status}: {_why(run)}")
             if run.backing_off:
                 raise _backing_off(run)
             dead = run.lease_live and owner_is_dead(run.owner)
@@ -243,18 +301,26 @@ class Worker:
         self,
         run_id: str,
         *,
+        agent: Agent | str | None = None,
+        input: str | None = None,
         lease: Lease | None = None,
         create: bool = True,
         takeover: bool = False,
     ) -> Outcome:
         """Drive ``run_id`` to done. ``lease``: one already claimed for us (supervisor).
 
-        An id that may not name a run (:mod:`agent_runtime.runid`) is refused with
+        ``agent`` and ``input`` name what a new run is (default: this worker's only agent,
+        and its own input); a run that exists keeps its own, and a worker refuses, before
+        touching it, a run of an agent it does not have. An id that may not name a run
+        (:mod:`agent_runtime.runid`) is refused with
         :class:`~agent_runtime.errors.InvalidRunId` before anything is written.
         """
         check_run_id(run_id)
         if create:
-            self.journal.create_run(run_id)
+            chosen = self._chosen(agent)
+            self.journal.create_run(run_id, chosen.name, input)
+        run = self.journal.require_run(run_id)
+        owned = agent_of(self.agents, run.agent, run_id)
         if lease is None:
             lease = self.claim(run_id, takeover=takeover)
             if lease is None:
@@ -265,11 +331,24 @@ class Worker:
         self._heartbeat = self._make_heartbeat(lease)
         try:
             with self._holding(lease):
-                return self._drive(lease)
+                return self._drive(
+                    lease, owned, run.input if run.input is not None else owned.input
+                )
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
                 self._heartbeat = None
+
+    def _chosen(self, agent: Agent | str | None) -> Agent:
+        if isinstance(agent, Agent):
+            if self.agents.get(agent.name) is not agent:
+                self.agents = by_name([*self.agents.values(), agent])
+            return agent
+        if agent is not None:
+            return agent_of(self.agents, agent, "(new)")
+        if len(self.agents) != 1:
+            raise UnknownAgentChoice(sorted(self.agents))
+        return next(iter(self.agents.values()))
 
     def _make_heartbeat(self, lease: Lease) -> Heartbeat | None:
         url = self.heartbeat_url
@@ -299,7 +378,8 @@ class Worker:
             self._explain_fencing(lease)
             raise
         except AgentRuntimeError as exc:
-            self._stop_on_error(lease, exc)
+            if not exc.recorded_on_run:
+                self._stop_on_error(lease, exc)
             raise
         except Exception as exc:  # a bug: keep the reason, say it once with its traceback
             wrapped = UnexpectedError(f"{type(exc).__name__}: {exc}")
@@ -323,8 +403,11 @@ class Worker:
             )
 
     def resolve(self, run_id: str, *, takeover: bool = False) -> int:
-        """Re-send every stranded intent of ``run_id`` and record the answers; nothing else."""
+        """Resolve every stranded intent of ``run_id`` by its contract (re-send, check, or,
+        for a ``once`` call, park the run for an operator); nothing else."""
         check_run_id(run_id)
+        run = self.journal.require_run(run_id)
+        agent = agent_of(self.agents, run.agent, run_id)
         lease = self.claim(run_id, takeover=takeover)
         if lease is None:
             return 0
@@ -332,7 +415,7 @@ class Worker:
             history = self.journal.history(run_id)
             stranded = history.stranded()
             for call in stranded:
-                self._act(lease, history.decisions[call.seq], call)
+                self.actor.act(lease, self.tools_for(agent), history.decisions[call.seq], call)
         self.journal.release(lease, "resolved by an operator", delay=0.0)
         return len(stranded)
 
@@ -366,92 +449,76 @@ class Worker:
         run = self.journal.require_run(run_id)
         steps = sum(1 for c in history.calls.values() if c.confirmed)
         log.info("already-done run=%s steps=%d llm_calls=%d", run_id, steps, run.llm_calls)
-        return Outcome(run_id=run_id, status="done", steps=steps, llm_calls=run.llm_calls)
+        return Outcome(
+            run_id=run_id, status="done", steps=steps, llm_calls=run.llm_calls, output=run.output
+        )
 
-    def _drive(self, lease: Lease) -> Outcome:
+    def _drive(self, lease: Lease, agent: Agent, task: str | None) -> Outcome:
         history = self.journal.history(lease.run_id)
+        tools = self.tools_for(agent)
         for stranded in history.stranded():
-            confirmed = self._act(lease, history.decisions[stranded.seq], stranded)
-            history.calls[stranded.seq] = confirmed
+            decision = history.decisions[stranded.seq]
+            history.calls[stranded.seq] = self.actor.act(lease, tools, decision, stranded)
         seq = 0
         llm_calls = max((d.llm_call for d in history.decisions.values()), default=0)
         while True:
-            decision = history.decisions.get(seq)
+            journaled = history.decisions.get(seq)
             call = history.calls.get(seq)
-            if decision is None:
-                decision = self._decide(lease, seq, history)
-                history.decisions[seq] = decision
+            if journaled is None:
+                for made in self.decider.decide(lease, seq, history, agent, task):
+                    history.decisions[made.seq] = made
             elif call is None or not call.confirmed:
                 log.info(
                     "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
                     lease.run_id,
                     seq,
-                    decision.tool,
-                    _args(decision.args),
-                    decision.llm_call,
+                    journaled.tool,
+                    _args(journaled.args),
+                    journaled.llm_call,
                 )
+            decision = history.decisions[seq]
             llm_calls = max(llm_calls, decision.llm_call)
             if decision.tool == DONE:
-                self.journal.finish(lease)
-                steps = seq
-                log.info("done run=%s steps=%d llm_calls=%d", lease.run_id, steps, llm_calls)
-                return Outcome(run_id=lease.run_id, status="done", steps=steps, llm_calls=llm_calls)
+                output = _output_of(history, decision)
+                self.journal.finish(lease, output)
+                log.info("done run=%s steps=%d llm_calls=%d", lease.run_id, seq, llm_calls)
+                return Outcome(
+                    run_id=lease.run_id,
+                    status="done",
+                    steps=seq,
+                    llm_calls=llm_calls,
+                    output=output,
+                )
             if call is None or not call.confirmed:
-                history.calls[seq] = self._act(lease, decision, call)
+                history.calls[seq] = self.actor.act(lease, tools, decision, call)
             seq += 1
 
     def _guard(self, lease: Lease) -> None:
         if self._heartbeat is not None and self._heartbeat.lost.is_set():
             raise LeaseLost(f"run {lease.run_id}: the heartbeat found the lease taken over")
 
-    def _decide(self, lease: Lease, seq: int, history: History) -> Decision:
-        self.crash.reached("before_decide", seq)
-        self._guard(lease)
-        self.journal.check_owner(lease, f"model call seq={seq}")
-        raw = self.model.decide(lease.run_id, history.confirmed_steps())
-        tool, args = parse_answer(raw)
-        self.crash.reached("after_decide_before_journal", seq)
-        decision = self.journal.record_decision(lease, seq, tool, args)
-        log.info(
-            "decided run=%s seq=%d tool=%s args=%s llm_calls=%d",
-            lease.run_id,
-            seq,
-            tool,
-            _args(args),
-            decision.llm_call,
-        )
-        self.crash.reached("after_decide", seq)
-        return decision
 
-    def _act(self, lease: Lease, decision: Decision, call: ToolCall | None) -> ToolCall:
-        seq = decision.seq
-        try:
-            tool = lookup(decision.tool)
-            args = check_args(tool, decision.args)
-        except (UnknownTool, InvalidArguments) as exc:
-            raise UnusableDecision(
-                f"journaled decision seq={seq} cannot be acted on: {exc}"
-            ) from exc
-        if call is None:
-            self.crash.reached("before_intent", seq)
-            call = self.journal.record_intent(lease, seq)
-        else:
-            log.info("resending run=%s seq=%d key=%s", lease.run_id, seq, call.idem_key)
-        self.crash.reached("after_intent", seq)
-        self._guard(lease)
-        answer = self.cloud.call(tool, args, key=call.idem_key, generation=lease.generation)
-        self.crash.reached("after_call", seq)
-        confirmed = self.journal.record_confirm(lease, call, answer.result, answer.remote_status)
-        log.info(
-            "confirmed run=%s seq=%d key=%s result=%s remote=%s",
-            lease.run_id,
-            seq,
-            call.idem_key,
-            answer.result.get("id"),
-            answer.remote_status,
+class UnknownAgentChoice(AgentRuntimeError):
+    """A new run without an agent on a worker of several: which one is meant?"""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(
+            f"this worker has several agents ({', '.join(names)}); name the new run's agent"
         )
-        self.crash.reached("after_confirm", seq)
-        return confirmed
+
+
+def _output_of(history: History, decision: Decision) -> str | None:
+    """The final answer's text: the content of the assistant message that made it."""
+    answer = history.answers.get(decision.llm_call)
+    content = answer.message.get("content") if answer is not None else None
+    return content if isinstance(content, str) else None
+
+
+def _why(run: Run) -> str:
+    reason = run.failure or "no reason recorded"
+    if run.status == "failed":
+        return f"{reason}; `python -m agent_runtime retry {run.id}` puts it back to pending"
+    return reason
 
 
 def _backing_off(run: Run) -> BackingOff:

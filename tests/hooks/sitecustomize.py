@@ -17,12 +17,12 @@ BUG = os.environ.get("CRASHRESUME_TEST_BUG")
 MESSAGE = "a bug on purpose \x1b[31m(tests/hooks)"
 
 if BUG:
-    from agent_runtime import worker
+    from agent_runtime import deciding, worker
 
     def _broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError(f"{BUG}: {MESSAGE}")
 
     if BUG == "decide":
-        worker.parse_answer = _broken  # type: ignore[assignment]
+        deciding.checked_calls = _broken  # type: ignore[assignment]
     elif BUG == "open":
         worker.Worker.open = _broken  # type: ignore[assignment, method-assign]

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from ..conversation import DONE
 from ..records import Decision, Run, ToolCall
-from ..tools import DONE
 from .views import Claim, Event, PastRetry, RunHistory, Step, clock_text, owner_pid, relative
 
 # Order of events that share a timestamp (they never should; cr_now() is clock_timestamp()).

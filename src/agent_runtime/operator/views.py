@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..conversation import DONE
 from ..lease import owner_is_dead
 from ..records import Run
-from ..tools import DONE
 
 
 def clock_text(at: datetime, now: datetime | None = None) -> str:

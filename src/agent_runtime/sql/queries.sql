@@ -3,11 +3,13 @@
 -- "owned" CTE checks and locks in the same statement as the write itself.
 
 -- name: create_run
-INSERT INTO runs (id) VALUES (%(run)s) ON CONFLICT (id) DO NOTHING;
+-- A run of %(agent)s with its task; an existing run keeps its own agent and input.
+INSERT INTO runs (id, agent, input) VALUES (%(run)s, %(agent)s, %(input)s)
+ON CONFLICT (id) DO NOTHING;
 
 -- name: get_run
 SELECT id, status, owner, generation, lease_expires_at, llm_calls, attempts, failure,
-       created_at, updated_at, progress_at, cr_now() AS now
+       created_at, updated_at, progress_at, agent, input, output, cr_now() AS now
 FROM runs WHERE id = %(run)s;
 
 -- name: claim_run
@@ -46,7 +48,9 @@ SELECT id, generation, %(owner)s, previous_owner, previous_expired_at, reason FR
 RETURNING generation;
 
 -- name: claim_expired
--- The supervisor's sweep: up to %(limit)s claimable runs nobody else is claiming: free
+-- The supervisor's sweep: up to %(limit)s claimable runs of %(agents)s (the agents it has;
+-- NULL: any)
+-- that nobody else is claiming: free
 -- and past their backoff, or expired. It never touches a live lease, so its reasons are
 -- first, handed_back or expired. How many attempts a run already had does not matter
 -- here: give_up_exhausted, which runs first in every sweep, decides when to stop.
@@ -55,7 +59,8 @@ WITH prev AS (
     FROM runs
     WHERE status IN ('pending', 'running')
       AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
-    ORDER BY updated_at
+      AND (%(agents)s::text[] IS NULL OR agent = ANY(%(agents)s::text[]))
+    ORDER BY updated_at, id  -- the longest idle first; the id makes the order total
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
@@ -130,20 +135,29 @@ RETURNING id;
 -- name: finish_run
 UPDATE runs
 SET status = 'done', owner = NULL, lease_expires_at = NULL, failure = NULL, attempts = 0,
-    updated_at = cr_now()
+    output = %(output)s, updated_at = cr_now()
 WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
 RETURNING id;
 
 -- name: record_decision
+-- One model answer, whole (model_answers), and the decisions it makes: one per tool call
+-- (%(decisions)s: [{"seq", "tool", "args", "call_id"}, ...]), or one 'done'. One statement,
+-- so the answer and its calls are journaled together or not at all.
 WITH owned AS (
     UPDATE runs SET llm_calls = llm_calls + 1, updated_at = cr_now()
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
       AND status = 'running'
     RETURNING id, llm_calls
+), answer AS (
+    INSERT INTO model_answers (run_id, llm_call, message, usage, generation)
+    SELECT id, llm_calls, %(message)s, %(usage)s, %(generation)s FROM owned
+    RETURNING run_id, llm_call
 )
-INSERT INTO decisions (run_id, seq, tool, args, llm_call, generation)
-SELECT id, %(seq)s, %(tool)s, %(args)s, llm_calls, %(generation)s FROM owned
-RETURNING llm_call, decided_at;
+INSERT INTO decisions (run_id, seq, tool, args, llm_call, generation, call_id)
+SELECT a.run_id, d.seq, d.tool, d.args, a.llm_call, %(generation)s, d.call_id
+FROM answer a, jsonb_to_recordset(%(decisions)s) AS d(seq integer, tool text, args jsonb,
+                                                     call_id text)
+RETURNING seq, llm_call, decided_at;
 
 -- name: record_intent
 WITH owned AS (
@@ -152,8 +166,8 @@ WITH owned AS (
       AND status = 'running'
     RETURNING id
 )
-INSERT INTO tool_calls (run_id, seq, idem_key, state, generation)
-SELECT id, %(seq)s, %(key)s, 'intent', %(generation)s FROM owned
+INSERT INTO tool_calls (run_id, seq, idem_key, state, generation, effect)
+SELECT id, %(seq)s, %(key)s, 'intent', %(generation)s, %(effect)s FROM owned
 RETURNING intent_at;
 
 -- name: record_confirm
@@ -168,20 +182,33 @@ WITH relaxed AS (
     RETURNING id
 )
 UPDATE tool_calls t
-SET state = 'confirmed', result = %(result)s, remote_status = %(remote)s,
+SET state = %(state)s, result = %(result)s, remote_status = %(remote)s,
     confirm_generation = %(generation)s, confirmed_at = cr_now()
 FROM owned
-WHERE t.run_id = owned.id AND t.seq = %(seq)s AND t.state = 'intent'
+WHERE t.run_id = owned.id AND t.seq = %(seq)s AND t.state IN ('intent', 'redo')
 RETURNING t.confirmed_at;
 
 -- name: load_decisions
-SELECT seq, tool, args, llm_call, generation, decided_at
+SELECT seq, tool, args, llm_call, generation, decided_at, call_id
 FROM decisions WHERE run_id = %(run)s ORDER BY seq;
 
 -- name: load_tool_calls
 SELECT seq, idem_key, state, result, remote_status, generation, confirm_generation,
-       intent_at, confirmed_at
+       intent_at, confirmed_at, effect
 FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
+
+-- name: load_answers
+SELECT llm_call, message, usage, generation, answered_at
+FROM model_answers WHERE run_id = %(run)s ORDER BY llm_call;
+
+-- name: park_run
+-- A call nothing can tell the outcome of (a 'once' tool's intent without a confirm): the
+-- run stops as needs_attention and no claim takes it until an operator resolves the call.
+UPDATE runs
+SET status = 'needs_attention', owner = NULL, lease_expires_at = NULL, failure = %(reason)s,
+    updated_at = cr_now()
+WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s AND status = 'running'
+RETURNING id;
 
 -- name: expire_lease_of
 -- The supervisor saw its own child exit: whoever holds this generation is dead for

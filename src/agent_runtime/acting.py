@@ -1,0 +1,187 @@
+"""Carrying out one decided tool call under its effect contract: intent, call, confirm.
+
+::
+
+    (first time) before_intent -> journal intent -> after_intent -> call -> after_call
+                 -> journal confirm -> after_confirm
+    (a restart, the intent without a confirm) by the contract journaled with the intent:
+        keyed    after_intent -> call again under the same key (answered already_done)
+        checked  after_intent -> check; the effect exists: confirm what it found; else call
+        read     after_intent -> call again
+        once     park the run: needs attention, an operator decides (resolve --seq N ...)
+        (an operator's redo) after_intent -> call again, once
+
+An attempt that raises one of the tool's ``retry_on`` exceptions may or may not have acted:
+it is tried again by the same contract (a checked tool checks first; a ``once`` tool parks
+the run at once), up to the tool's ``retries``; then the run stops resumably with the intent
+on record. Any other exception is a clear failure of the call: it is confirmed as
+``failed`` with the error, which the model sees as the call's result. An
+:class:`~agent_runtime.errors.AgentRuntimeError` keeps its own meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .backoff import Backoff
+from .crash import CrashPlan
+from .errors import (
+    AgentRuntimeError,
+    InvalidArguments,
+    NeedsAttention,
+    RemoteUnavailable,
+    UnusableDecision,
+)
+from .journal import Journal
+from .records import Decision, Lease, ToolCall
+from .tooldef import Call, Result, Tool
+
+log = logging.getLogger(__name__)
+
+FAILED = "failed"  # the state and remote status of a call that failed for certain
+
+
+def shown(value: Any) -> str:
+    """A result as a log line shows it: its id when it has one, else compact JSON."""
+    if isinstance(value, dict) and isinstance(value.get("id"), str):
+        return str(value["id"])
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class Actor:
+    """Executes decided calls for one worker (its journal, crash plan, guard and waits)."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        crash: CrashPlan,
+        *,
+        guard: Callable[[Lease], None],
+        sleep: Callable[[float], None],
+        backoff: Callable[[float], Backoff],
+    ) -> None:
+        self.journal = journal
+        self.crash = crash
+        self._guard = guard
+        self._sleep = sleep
+        self._backoff = backoff
+
+    def act(
+        self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
+    ) -> ToolCall:
+        """Carry out ``decision`` (``call``: its intent, when a restart finds one)."""
+        seq = decision.seq
+        tool = tools.get(decision.tool)
+        if tool is None:
+            raise UnusableDecision(
+                f"journaled decision seq={seq} names tool {decision.tool!r}, which this "
+                f"agent does not have (it has: {', '.join(sorted(tools))})"
+            )
+        try:
+            args = tool.validate(decision.args)
+        except InvalidArguments as exc:
+            raise UnusableDecision(
+                f"journaled decision seq={seq} cannot be acted on: {exc}"
+            ) from exc
+        first = call is None
+        if call is None:
+            self.crash.reached("before_intent", seq)
+            call = self.journal.record_intent(lease, seq, tool.effect)
+        elif call.state == "intent" and call.effect == "once":
+            self._park(lease, call, f"tool {tool.name} is 'once' and its call may have acted")
+        else:
+            how = "redo ordered by an operator" if call.state == "redo" else call.effect
+            log.info(
+                "resending run=%s seq=%d key=%s effect=%s", lease.run_id, seq, call.idem_key, how
+            )
+        self.crash.reached("after_intent", seq)
+        self._guard(lease)
+        context = Call(
+            run_id=lease.run_id,
+            seq=seq,
+            key=call.idem_key,
+            generation=lease.generation,
+            tool_call_id=decision.call_id,
+        )
+        state, result = self._attempts(lease, tool, context, args, call, checking=not first)
+        self.crash.reached("after_call", seq)
+        confirmed = self.journal.record_confirm(
+            lease, call, result.value, result.status, state=state
+        )
+        log.info(
+            "confirmed run=%s seq=%d key=%s result=%s remote=%s",
+            lease.run_id,
+            seq,
+            call.idem_key,
+            shown(result.value),
+            result.status,
+        )
+        self.crash.reached("after_confirm", seq)
+        return confirmed
+
+    def _attempts(
+        self,
+        lease: Lease,
+        tool: Tool,
+        context: Call,
+        args: dict[str, Any],
+        call: ToolCall,
+        *,
+        checking: bool,
+    ) -> tuple[str, Result]:
+        """(state, result) of the call, after as many attempts as the contract allows."""
+        backoff = self._backoff(tool.backoff)
+        problem = ""
+        for attempt in range(1, tool.retries + 2):
+            if attempt > 1:
+                log.info(
+                    "tool-retry run=%s seq=%d tool=%s attempt=%d after=%r",
+                    lease.run_id, context.seq, tool.name, attempt, problem,
+                )  # fmt: skip
+                self._sleep(backoff.delay(attempt - 1))
+                self._guard(lease)
+            attempted = Call(**{**context.__dict__, "attempt": attempt})
+            try:
+                if tool.effect == "checked" and (checking or attempt > 1):
+                    found = tool.look(attempted, args)
+                    if found is not None:
+                        return "confirmed", found
+                return "confirmed", tool(attempted, args)
+            except AgentRuntimeError:
+                raise
+            except tool.retry_on as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                if tool.effect == "once":
+                    self._park(lease, call, f"tool {tool.name} is 'once' and raised {problem}")
+            except Exception as exc:  # the tool failed for certain: the model hears why
+                failure = {"error": type(exc).__name__, "message": str(exc)[:500]}
+                log.warning(
+                    "tool-failed run=%s seq=%d tool=%s error=%r",
+                    lease.run_id, context.seq, tool.name, f"{type(exc).__name__}: {exc}",
+                )  # fmt: skip
+                return FAILED, Result(failure, status=FAILED)
+        raise RemoteUnavailable(
+            f"tool {tool.name} did not get through for key={call.idem_key} in "
+            f"{tool.retries + 1} attempt(s) (last: {problem}); the intent stays on record "
+            f"and a restart resolves it as {tool.effect!r}"
+        )
+
+    def _park(self, lease: Lease, call: ToolCall, why: str) -> None:
+        reason = (
+            f"{why}: call {call.idem_key} is in doubt; resolve it with `python -m "
+            f"agent_runtime resolve {lease.run_id} --seq {call.seq} --confirm JSON | --redo "
+            "| --fail`"
+        )
+        self.journal.park(lease, reason)
+        log.warning(
+            "needs-attention run=%s seq=%d key=%s reason=%r",
+            lease.run_id,
+            call.seq,
+            call.idem_key,
+            why,
+        )
+        raise NeedsAttention(reason)

@@ -1,0 +1,205 @@
+"""The model side: ask a model what to do next, over either of the two wire formats.
+
+=============  ===============================================================================
+``ChatModel``  the OpenAI Chat Completions API with tool calling (``POST {base}/chat/
+               completions``): what OpenAI, vLLM, Ollama and llama.cpp's server speak. The
+               conversation is rebuilt from the journal (:mod:`agent_runtime.conversation`),
+               so a resumed run sends the history that actually happened.
+``DecideModel``  the seed's own protocol (``POST /v1/decide`` with the confirmed steps),
+               which the mock model and the demo speak.
+=============  ===============================================================================
+
+Both answer an :class:`Answer`: the message whole (journaled as it came, with the model's
+tool call ids and token usage) and the calls it proposes, in order; an answer without tool
+calls is the final one (:data:`DONE`), its text the run's output. Parsing stops at the
+shape of the answer; which tool a name means and whether its arguments are valid is the
+worker's to check, against the agent's own tools, before anything is journaled.
+
+Transient failures (a connect error, a 5xx, a timeout) are asked again after exponential
+waits with jitter; a 404 or 405 is :class:`~agent_runtime.errors.WrongEndpoint` (the URL
+names the wrong service), a 401 or 403 a :class:`~agent_runtime.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import httpx
+
+from .clients import WRONG_ENDPOINT, HttpClient, error_of
+from .config import MODEL_RETRIES
+from .conversation import DONE, Question, messages_of
+from .errors import ConfigError, MalformedAnswer, ModelError, ModelUnavailable
+
+log = logging.getLogger(__name__)
+
+AUTH_REFUSED = (401, 403)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposed:
+    """One call a model answer proposes: a tool and its arguments (not yet checked)."""
+
+    tool: str  # a tool's name, or DONE for the final answer
+    args: Any  # what the model sent; the worker validates it
+    call_id: str | None = None  # the model's id of the call (Chat Completions)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    message: dict[str, Any]  # the answer whole, as the journal keeps it
+    usage: dict[str, Any] | None
+    calls: tuple[Proposed, ...]  # in the model's order; the final answer is one DONE
+    text: str | None = None  # the final answer's text: the run's output
+
+
+class Model(Protocol):
+    """What the worker needs of a model client."""
+
+    def ask(self, question: Question) -> Answer: ...
+
+    def close(self) -> None: ...
+
+
+class _ModelClient(HttpClient):
+    default_retries: ClassVar[int] = MODEL_RETRIES
+    path: ClassVar[str]
+
+    def _post(self, run_id: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+        """POST ``body``; the answer's JSON, after retrying what is transient."""
+        problem = ""
+        for attempt in range(self._retries + 1):
+            if attempt:
+                log.info("model-retry run=%s attempt=%d after=%r", run_id, attempt + 1, problem)
+            self._pause(attempt)
+            try:
+                response = self._http.post(self.path, json=body, headers=dict(headers))
+            except httpx.TimeoutException as exc:
+                problem = f"no answer in time: {exc!r}"
+                continue
+            except httpx.TransportError as exc:
+                problem = f"{exc!r}"
+                continue
+            if response.status_code >= 500:
+                error, detail = error_of(response)
+                problem = f"HTTP {response.status_code} {error}: {detail}"
+                continue
+            return self._json(response)
+        raise ModelUnavailable(
+            f"cannot reach the model at {self._http.base_url} after {self._retries + 1} "
+            f"attempt(s) (last: {problem}); the run is resumable"
+        )
+
+    def _json(self, response: httpx.Response) -> Any:
+        if response.status_code in WRONG_ENDPOINT:
+            raise self._wrong_endpoint(response, "MODEL_URL", "the model")
+        if response.status_code in AUTH_REFUSED:
+            error, detail = error_of(response)
+            raise ConfigError(
+                f"the model refused the request (HTTP {response.status_code} {error}: "
+                f"{detail}); check MODEL_API_KEY"
+            )
+        if response.status_code != 200:
+            error, detail = error_of(response)
+            raise ModelError(f"the model answered HTTP {response.status_code} {error}: {detail}")
+        try:
+            return json.loads(response.content)
+        except ValueError as exc:
+            raise MalformedAnswer(
+                f"the model's answer is not JSON: {response.text[:200]!r}"
+            ) from exc
+
+
+class DecideModel(_ModelClient):
+    """The seed's protocol: ``POST /v1/decide`` with the run's confirmed steps, answered
+    ``{"tool": name, "args": {...}}`` or ``{"tool": "done"}``."""
+
+    path = "/v1/decide"
+
+    def decide(self, run_id: str, history: list[dict[str, Any]]) -> Any:
+        """The raw answer to ``history`` (the confirmed steps); :meth:`ask` parses it.
+
+        Asking again costs nothing but a model call: the answer is journaled only once it
+        arrives, so a question whose answer was lost is simply asked again.
+        """
+        return self._post(run_id, {"run_id": run_id, "history": history}, {})
+
+    def ask(self, question: Question) -> Answer:
+        return parse_decision(self.decide(question.run_id, question.history.confirmed_steps()))
+
+
+def parse_decision(raw: Any) -> Answer:
+    """The seed's protocol's answer as an :class:`Answer`, or :class:`MalformedAnswer`."""
+    if not isinstance(raw, dict):
+        raise MalformedAnswer(f"the model's answer is not a JSON object: {raw!r:.200}")
+    tool = raw.get("tool")
+    if not isinstance(tool, str) or not tool:
+        raise MalformedAnswer(f"the model's answer has no tool name: {raw!r:.200}")
+    return Answer(message=raw, usage=None, calls=(Proposed(tool=tool, args=raw.get("args")),))
+
+
+class ChatModel(_ModelClient):
+    """The Chat Completions API: ``POST {base}/chat/completions`` with the conversation,
+    the tools as functions, ``tool_choice: auto``, and the run's id as ``user``."""
+
+    path = "chat/completions"
+
+    def __init__(self, base_url: str, *, model: str, api_key: str | None = None, **kw: Any):
+        super().__init__(base_url, **kw)
+        self.model = model
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def ask(self, question: Question) -> Answer:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages_of(question),
+            "user": question.run_id,
+        }
+        if question.tools:
+            body["tools"] = [tool.spec() for tool in question.tools]
+            body["tool_choice"] = "auto"
+        raw = self._post(question.run_id, body, self._headers)
+        return parse_completion(raw)
+
+
+def parse_completion(raw: Any) -> Answer:
+    """A Chat Completions response as an :class:`Answer`, or :class:`MalformedAnswer`."""
+    try:
+        message = raw["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        raise MalformedAnswer(
+            f"the model's answer has no choices[0].message: {raw!r:.200}"
+        ) from None
+    if not isinstance(message, dict):
+        raise MalformedAnswer(f"the model's message is not an object: {message!r:.200}")
+    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else None
+    tool_calls = message.get("tool_calls") or []
+    if not isinstance(tool_calls, list):
+        raise MalformedAnswer(f"the model's tool_calls is not a list: {tool_calls!r:.200}")
+    calls: list[Proposed] = []
+    for i, call in enumerate(tool_calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise MalformedAnswer(f"tool call {i} of the model's answer names no function")
+        text = function.get("arguments") if isinstance(function, dict) else None
+        try:
+            args = json.loads(text) if isinstance(text, str) and text.strip() else {}
+        except ValueError:
+            raise MalformedAnswer(
+                f"the arguments of the model's call to {name} are not JSON: {text!r:.200}"
+            ) from None
+        call_id = call.get("id")
+        calls.append(
+            Proposed(tool=name, args=args, call_id=call_id if isinstance(call_id, str) else None)
+        )
+    kept = {key: message[key] for key in ("role", "content", "tool_calls") if key in message}
+    if calls:
+        return Answer(message=kept, usage=usage, calls=tuple(calls))
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    return Answer(message=kept, usage=usage, calls=(Proposed(tool=DONE, args={}),), text=text)
