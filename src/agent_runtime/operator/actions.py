@@ -160,12 +160,13 @@ def parse_result(text: str) -> Any:
     def refuse(constant: str) -> Any:
         raise ValueError(f"{constant} is not JSON")
 
-    example = """'{"id": "M-0000001", "status": "delivered"}'"""
+    example = '{"id": "M-0000001", "status": "delivered"}'
     try:
         value = json.loads(text, parse_constant=refuse)
     except ValueError as exc:
+        shown = text if len(text) <= 200 else text[:197] + "..."
         raise ConfigError(
-            f"--confirm takes the call's result as JSON, such as {example}; got {text!r:.200} "
+            f"--confirm takes the result of the call as JSON, such as {example}; got: {shown} "
             f"({exc})"
         ) from None
     if value is None:

@@ -164,9 +164,11 @@ def _parked(at: datetime, generation: int, seq: int, key: str, tool: str, now: d
 def resolution_events(resolution: PastResolution, steps: list[Step], now: datetime) -> list[Event]:
     """A past park, the operator's decision, and (a redo) the intent that was in doubt."""
     r = resolution
-    tool = next((s.tool for s in steps if s.seq == r.seq), "?")
+    step = next((s for s in steps if s.seq == r.seq), None)
+    tool = step.tool if step is not None else "?"
     events = []
-    if r.choice == "redo":  # the call's own intent is the one written after the redo
+    rewritten = step is None or (step.intent_by, step.intent_at) != (r.intent_by, r.intent_at)
+    if r.choice == "redo" and rewritten:  # the call's intent now is the one after the redo
         events.append(
             Event(
                 at=r.intent_at,
