@@ -33,10 +33,6 @@ PARKED = "tool send_email is 'once' and its call may have acted: call p1:1 is in
 def _parked(journal: Journal, run_id: str, *, attempts: int = 1) -> Lease:
     """A run whose restart found its 'once' call seq 1 in doubt, as acting.py leaves it."""
     journal.create_run(run_id, "support-once", "Order A-1001 arrived broken")
-    for _ in range(attempts - 1):  # claims that made no progress
-        burnt = journal.claim(run_id, "w:1:x", LEASE)
-        assert burnt is not None
-        assert journal.release(burnt, "ModelUnavailable: down", delay=0.0)
     lease = journal.claim(run_id, "w:1:x", LEASE)
     assert lease is not None
     journal.record_decision(lease, 0, "lookup_order", {"order_id": "A-1001"})
@@ -44,7 +40,13 @@ def _parked(journal: Journal, run_id: str, *, attempts: int = 1) -> Lease:
     journal.record_confirm(lease, done, {"id": "A-1001", "email": "ada@example.test"}, "read")
     journal.record_decision(lease, 1, "send_email", dict(EMAIL))
     journal.record_intent(lease, 1, "once")
+    for _ in range(attempts):  # claims since that progress: a restart that parks is one
+        assert journal.release(lease, "ModelUnavailable: down", delay=0.0)
+        claimed = journal.claim(run_id, "w:1:x", LEASE)
+        assert claimed is not None
+        lease = claimed
     journal.park(lease, PARKED.replace("p1", run_id))
+    assert journal.require_run(run_id).attempts == attempts
     return lease
 
 
