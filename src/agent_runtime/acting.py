@@ -9,7 +9,9 @@
         checked  after_intent -> check; the effect exists: confirm what it found; else call
         read     after_intent -> call again
         once     park the run: needs attention, an operator decides (resolve --seq N ...)
-        (an operator's redo) after_intent -> call again, once
+        (an operator's redo) before_intent -> the redo becomes this worker's intent again
+                 -> after_intent -> call once more (a crash after it: an intent in doubt,
+                 which parks the run again; never a second send of its own)
 
 A ``checked`` or ``once`` call's remote cannot fence a stale worker (no idempotency key, no
 generation it checks), so right before each attempt the worker asks the journal whether it
@@ -98,11 +100,18 @@ class Actor:
             call = self.journal.record_intent(lease, seq, tool.effect)
         elif call.state == "intent" and call.effect == "once":
             self._park(lease, call, f"tool {tool.name} is 'once' and its call may have acted")
-        else:
-            how = "redo ordered by an operator" if call.state == "redo" else call.effect
+        elif call.state == "redo":
+            self.crash.reached("before_intent", seq)
+            call = self.journal.record_redo(lease, call)
             log.info(
-                "resending run=%s seq=%d key=%s effect=%s", lease.run_id, seq, call.idem_key, how
-            )
+                "resending run=%s seq=%d key=%s effect=%s",
+                lease.run_id, seq, call.idem_key, "redo ordered by an operator",
+            )  # fmt: skip
+        else:
+            log.info(
+                "resending run=%s seq=%d key=%s effect=%s",
+                lease.run_id, seq, call.idem_key, call.effect,
+            )  # fmt: skip
         self.crash.reached("after_intent", seq)
         self._guard(lease)
         self._still_owner(lease, tool, call)
