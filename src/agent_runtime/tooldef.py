@@ -137,12 +137,20 @@ class Tool:
         """``args`` checked against the schema, or :class:`InvalidArguments` saying why."""
         if not isinstance(args, Mapping):
             raise InvalidArguments(f"{self.name}: arguments must be an object, got {args!r:.200}")
+        checked: dict[str, Any] = self._model_of(args).model_dump(mode="json")
+        return checked
+
+    def _model_of(self, args: Mapping[str, Any]) -> pydantic.BaseModel:
+        # As JSON, which is what a model sends and the journal keeps: strict, yet an enum
+        # member is its value and a datetime its ISO text, as the schema tells the model.
         try:
-            model = self.arguments.model_validate(dict(args))
+            text = json.dumps(dict(args))
+        except (TypeError, ValueError) as exc:
+            raise InvalidArguments(f"{self.name}: arguments are not JSON ({exc})") from None
+        try:
+            return self.arguments.model_validate_json(text)
         except pydantic.ValidationError as exc:
             raise InvalidArguments(f"{self.name}: {_explain(exc)}") from None
-        checked: dict[str, Any] = model.model_dump(mode="json")
-        return checked
 
     def __call__(self, call: Call, args: Mapping[str, Any]) -> Result:
         """One attempt; the answer as a :class:`Result` (a bare value means ``created``)."""
