@@ -13,7 +13,8 @@
 The first parameter receives the :class:`Call` (run, step, idempotency key, fencing
 generation); the others are the tool's arguments. Their type hints become the JSON Schema
 the model is shown, and the arguments a model proposes are validated against them (by
-pydantic) before the decision is journaled and again before the intent is written.
+pydantic) before the decision is journaled and again before the intent is written. The
+journal keeps them as JSON; the function receives them as the types its hints name.
 
 The **effect contract** says what a restart may do with a call whose intent has no
 confirm -- the runtime cannot know whether the first attempt acted:
@@ -140,6 +141,11 @@ class Tool:
         checked: dict[str, Any] = self._model_of(args).model_dump(mode="json")
         return checked
 
+    def _typed(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated ``args`` as the types the hints name (an enum member, not its value)."""
+        model = self._model_of(args)
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
     def _model_of(self, args: Mapping[str, Any]) -> pydantic.BaseModel:
         # As JSON, which is what a model sends and the journal keeps: strict, yet an enum
         # member is its value and a datetime its ISO text, as the schema tells the model.
@@ -154,14 +160,14 @@ class Tool:
 
     def __call__(self, call: Call, args: Mapping[str, Any]) -> Result:
         """One attempt; the answer as a :class:`Result` (a bare value means ``created``)."""
-        answer = self.fn(call, **args)
+        answer = self.fn(call, **self._typed(args))
         return _as_result(self, answer, "read" if self.effect == "read" else "created")
 
     def look(self, call: Call, args: Mapping[str, Any]) -> Result | None:
         """A checked tool's check: the effect's result if it exists (status ``found``)."""
         if self.checker is None:
             raise ConfigError(f"checked tool {self.name!r} has no check; decorate one with .check")
-        found = self.checker(call, **args)
+        found = self.checker(call, **self._typed(args))
         return None if found is None else _as_result(self, found, "found")
 
 
