@@ -232,12 +232,20 @@ def tool(
 def _arguments_model(name: str, fn: Fn) -> type[pydantic.BaseModel]:
     """A pydantic model of every parameter after the first (the :class:`Call`)."""
     params = list(inspect.signature(fn).parameters.values())
-    if not params:
-        raise ConfigError(f"tool {name!r} must take the Call as its first parameter")
     try:
         hints = inspect.get_annotations(fn, eval_str=True)
-    except NameError as exc:
+    except (NameError, AttributeError, SyntaxError, TypeError) as exc:
         raise ConfigError(f"tool {name!r}: a type hint cannot be resolved ({exc})") from exc
+    first = params[0] if params else None
+    if (
+        first is None
+        or first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
+        or hints.get(first.name, Call) is not Call
+    ):
+        raise ConfigError(
+            f"tool {name!r} must take the Call as its first parameter, then its arguments: "
+            f"def {name}(call: Call, ...)"
+        )
     fields: dict[str, Any] = {}
     for param in params[1:]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
@@ -247,10 +255,28 @@ def _arguments_model(name: str, fn: Fn) -> type[pydantic.BaseModel]:
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints[param.name], default)
     config = pydantic.ConfigDict(extra="forbid", strict=True)
-    model: type[pydantic.BaseModel] = pydantic.create_model(
-        f"{name}_arguments", __config__=config, **fields
-    )
+    try:
+        model: type[pydantic.BaseModel] = pydantic.create_model(
+            f"{name}_arguments", __config__=config, **fields
+        )
+        model.model_json_schema()  # now, not when the model is first shown the tool
+    except pydantic.PydanticUserError as exc:
+        raise ConfigError(_unusable(name, fields, exc)) from exc
     return model
+
+
+def _unusable(name: str, fields: Mapping[str, Any], exc: pydantic.PydanticUserError) -> str:
+    """Which parameter's type pydantic cannot validate or describe as JSON Schema."""
+    for param, (hint, _) in fields.items():
+        try:
+            pydantic.TypeAdapter(hint).json_schema()
+        except pydantic.PydanticUserError:
+            return (
+                f"tool {name!r}: parameter {param!r} is hinted {hint!r}, which cannot be an "
+                "argument (a model sends JSON: use str, int, float, bool, Literal, an Enum, "
+                "a list or dict of those, or a pydantic model)"
+            )
+    return f"tool {name!r}: its parameters cannot be arguments ({exc})"
 
 
 def _explain(exc: pydantic.ValidationError) -> str:
