@@ -88,12 +88,12 @@ class Agent:
 
 
 def _check_tools(agent: str, tools: Sequence[Tool]) -> None:
-    names = [t.name for t in tools]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"agent {agent!r} has two tools of one name: {sorted(names)}")
     wrong = [t for t in tools if not isinstance(t, Tool)]
     if wrong:
         raise ConfigError(f"agent {agent!r}: {wrong[0]!r} is not a Tool; decorate it with @tool")
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"agent {agent!r} has two tools of one name: {sorted(names)}")
 
 
 def load_agent(address: str) -> Agent:
