@@ -94,6 +94,12 @@ def _check_tools(agent: str, tools: Sequence[Tool]) -> None:
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
         raise ConfigError(f"agent {agent!r} has two tools of one name: {sorted(names)}")
+    unchecked = [t.name for t in tools if t.effect == "checked" and t.checker is None]
+    if unchecked:
+        raise ConfigError(
+            f"agent {agent!r}: tool {unchecked[0]!r} is 'checked' but has no check, which a "
+            f"restart needs; decorate one with @{unchecked[0]}.check"
+        )
 
 
 def load_agent(address: str) -> Agent:
