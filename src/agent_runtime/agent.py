@@ -39,8 +39,8 @@ from .tooldef import Tool
 
 Protocol = Literal["chat", "decide"]
 DEFAULT_AGENT: Final = "agent_runtime.provisioning:agent"
-_NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_ADDRESS: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # matched whole (fullmatch)
+_ADDRESS: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +71,7 @@ class Agent:
     protocol: Protocol = "chat"
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ConfigError(
                 f"an agent's name is 1-64 letters, digits, '.', '_' or '-', got {self.name!r}"
             )
@@ -104,7 +104,7 @@ def _check_tools(agent: str, tools: Sequence[Tool]) -> None:
 
 def load_agent(address: str) -> Agent:
     """The :class:`Agent` at ``package.module:attribute``, or a ConfigError saying why not."""
-    if not _ADDRESS.match(address):
+    if not _ADDRESS.fullmatch(address):
         raise ConfigError(f"an agent is named as package.module:attribute, got {address!r}")
     module_name, _, attribute = address.partition(":")
     try:
