@@ -219,7 +219,10 @@ def _plain(call: Call, x: int) -> None:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: tool(_plain, effect="idempotent"), "effect must be one of keyed, checked, read"),
+        (
+            lambda: tool(_plain, effect="idempotent"),  # type: ignore[call-overload]
+            "effect must be one of keyed, checked, read",
+        ),
         (lambda: tool(_plain, effect="keyed", retries=-1), "retries and backoff must be >= 0"),
         (lambda: tool(_plain, effect="keyed", backoff=-0.5), "retries and backoff must be >= 0"),
     ],
