@@ -57,7 +57,8 @@ def test_the_second_call_of_a_parallel_answer_is_not_logged_as_replayed(
             first.run("split")
         first.close_clients()
         restart = _worker(conn, model, cloud, CrashPlan())
-        restart.run("split", takeover=True)
+        outcome = restart.run("split", takeover=True)
         restart.close_clients()
     (line,) = _replayed(caplog)
     assert line.startswith("replayed run=split seq=2 tool=create_dns_record")
+    assert outcome.llm_calls == 3 and model.calls("split") == 3  # seq 2 was not asked again
