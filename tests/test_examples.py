@@ -99,10 +99,10 @@ def test_the_support_demo_resends_the_ticket_under_its_key_and_checks_the_email(
 
     # The ticket: the first process died after its intent, before the desk heard of it.
     assert "!!! CRASH_AT=after_intent seq=1 -- os._exit(1)" in out
-    assert f"before the restart the desk holds 0 ticket(s) for {ticket_run}" in out
+    assert f"before the restart the desk's GET /v1/tickets?run={ticket_run} lists 0" in out
     key = f"{ticket_run}:1"
     assert f"resending run={ticket_run} seq=1 key={key} effect=keyed" in out
-    assert f"what the desk answered under {key}: created" in out  # one request, one ticket
+    assert f"what the desk answered about {key}: created" in out  # one request, one ticket
     ticket = _steps(conn, ticket_run)[1]
     assert (ticket["idem_key"], ticket["state"], ticket["remote_status"]) == (
         key,
@@ -118,7 +118,7 @@ def test_the_support_demo_resends_the_ticket_under_its_key_and_checks_the_email(
     # The email: the desk delivered it, the first process died before the confirm.
     assert "!!! CRASH_AT=after_call seq=2 -- os._exit(1)" in out
     key = f"{email_run}:2"
-    assert f"before the restart the desk delivered 1 email(s) as {key}" in out
+    assert f"before the restart the desk's GET /v1/messages?message_id={key} lists 1" in out
     assert f"resending run={email_run} seq=2 key={key} effect=checked" in out
     assert f"what the desk answered about {key}: delivered, present" in out  # no second send
     email = _steps(conn, email_run)[2]

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -98,27 +99,50 @@ def has(lines: list[str], *needles: str) -> bool:
     return any(all(needle in line for needle in needles) for line in lines)
 
 
+@dataclass(frozen=True)
+class Leg:
+    """A run killed at a crash point and restarted, and what the desk saw of one key."""
+
+    first: list[str]  # the killed process's lines
+    second: list[str]  # the restart's lines
+    before: list[dict[str, Any]]  # the desk's listing for the key before the restart
+    after: list[dict[str, Any]]  # and after it
+    asked: list[str]  # every answer the desk gave about the key, in order
+
+
+def crash_and_restart(
+    run_id: str, env: dict[str, str], mocks: MockServers, crash: tuple[str, int], listing: str
+) -> Leg:
+    key = f"{run_id}:{crash[1]}"
+    params = {"run": run_id} if listing == "tickets" else {"message_id": key}
+    first = agent_process(run_id, env, crash)
+    before = desk(mocks, listing, **params)
+    query = "&".join(f"{name}={value}" for name, value in params.items())
+    print(f"  before the restart the desk's GET /v1/{listing}?{query} lists {len(before)}")
+    second = agent_process(run_id, env, None)
+    asked = [a["answer"] for a in desk(mocks, "answers", ref=key)]
+    print(f"  what the desk answered about {key}: {', '.join(asked)}")
+    return Leg(first, second, before, desk(mocks, listing, **params), asked)
+
+
 def ticket_after_intent(
     run_id: str, url: str, env: dict[str, str], mocks: MockServers
 ) -> list[str]:
     """Dies after the ticket's intent is journaled, before the desk hears of it."""
     key = f"{run_id}:{TICKET}"
-    first = agent_process(run_id, env, ("after_intent", TICKET))
-    before = desk(mocks, "tickets", run=run_id)
-    print(f"  before the restart the desk holds {len(before)} ticket(s) for {run_id}")
-    second = agent_process(run_id, env, None)
-    after = desk(mocks, "tickets", run=run_id)
-    asked = [a["answer"] for a in desk(mocks, "answers", ref=key)]
-    print(f"  what the desk answered under {key}: {', '.join(asked)}")
+    leg = crash_and_restart(run_id, env, mocks, ("after_intent", TICKET), "tickets")
     problems = []
-    if "exit=1" not in first or before:
+    if "exit=1" not in leg.first or leg.before:
         problems.append("ticket: the first process did not die before filing the ticket")
-    if not has(second, "resending", f"key={key}", "effect=keyed"):
+    if not has(leg.second, "resending", f"key={key}", "effect=keyed"):
         problems.append(f"ticket: the restart did not re-send the intent under {key}")
-    if not has(second, "confirmed", f"key={key}", "remote=created") or "exit=0" not in second:
+    if (
+        not has(leg.second, "confirmed", f"key={key}", "remote=created")
+        or "exit=0" not in leg.second
+    ):
         problems.append("ticket: the re-sent ticket was not filed, or the run did not finish")
-    if [t["key"] for t in after] != [key] or asked != ["created"]:
-        problems.append(f"ticket: expected one ticket, filed once under {key}; got {asked}")
+    if [t["key"] for t in leg.after] != [key] or leg.asked != ["created"]:
+        problems.append(f"ticket: expected one ticket, filed once under {key}; got {leg.asked}")
     print(f"  answer: {answer_of(url, run_id)}")
     return problems
 
@@ -126,20 +150,14 @@ def ticket_after_intent(
 def email_after_call(run_id: str, url: str, env: dict[str, str], mocks: MockServers) -> list[str]:
     """Dies after the desk delivered the email, before the journal heard of it."""
     key = f"{run_id}:{EMAIL}"
-    first = agent_process(run_id, env, ("after_call", EMAIL))
-    before = desk(mocks, "messages", message_id=key)
-    print(f"  before the restart the desk delivered {len(before)} email(s) as {key}")
-    second = agent_process(run_id, env, None)
-    after = desk(mocks, "messages", message_id=key)
-    asked = [a["answer"] for a in desk(mocks, "answers", ref=key)]
-    print(f"  what the desk answered about {key}: {', '.join(asked)}")
+    leg = crash_and_restart(run_id, env, mocks, ("after_call", EMAIL), "messages")
     problems = []
-    if "exit=1" not in first or len(before) != 1:
+    if "exit=1" not in leg.first or len(leg.before) != 1:
         problems.append("email: the first process did not die right after the delivery")
-    if not has(second, "confirmed", f"key={key}", "remote=found") or "exit=0" not in second:
+    if not has(leg.second, "confirmed", f"key={key}", "remote=found") or "exit=0" not in leg.second:
         problems.append("email: the restart did not confirm the delivery its check found")
-    if len(after) != 1 or asked != ["delivered", "present"]:
-        problems.append(f"email: expected one delivery and one check, got {asked}")
+    if len(leg.after) != 1 or leg.asked != ["delivered", "present"]:
+        problems.append(f"email: expected one delivery and one check, got {leg.asked}")
     print(f"  answer: {answer_of(url, run_id)}")
     return problems
 
