@@ -434,8 +434,8 @@ class Worker:
             if journaled is None:
                 for made in self.decider.decide(lease, seq, history, agent, task):
                     history.decisions[made.seq] = made
-            elif call is None or not call.confirmed:
-                log.info(
+            elif not (call and call.confirmed) and journaled.generation != lease.generation:
+                log.info(  # decided by an earlier owner (not this one's parallel answer)
                     "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
                     lease.run_id,
                     seq,
