@@ -29,7 +29,8 @@ from typing import Any, Final
 from .observe import Snapshot
 from .violations import Violation
 
-_NUMBER: Final = re.compile(r"-(\d+)")
+_NUMBER: Final = re.compile(r"-(\d+)")  # the provisioning plan's names: srv-3
+_CALL_NUMBER: Final = re.compile(r"\(#(\d+)\)")  # the support plan's texts: "(#3)"
 
 
 @dataclass(kw_only=True)
@@ -61,9 +62,16 @@ class Ask:
 
 
 def name_number(args: dict[str, Any]) -> int | None:
-    """The call number the mock model writes into every name (``srv-3`` -> 3)."""
+    """The call number the mock model writes into what it decides (``srv-3`` -> 3, a
+    summary or subject ending ``(#3)`` -> 3); None when the arguments carry none."""
     match = _NUMBER.search(str(args.get("name", "")))
-    return int(match.group(1)) if match else None
+    if match:
+        return int(match.group(1))
+    for field in ("summary", "subject"):
+        found = _CALL_NUMBER.search(str(args.get(field, "")))
+        if found:
+            return int(found.group(1))
+    return None
 
 
 def ask_accounting(now: Snapshot, asks: list[Ask]) -> list[Violation]:
@@ -110,7 +118,10 @@ def _step_accounting(now: Snapshot, run: str, seq: int | None, asks: list[Ask]) 
         ]
     found: list[Violation] = []
     journaled = [a for a in asks if a.fate == "journaled"]
-    decision = now.decisions.get(run, {}).get(seq)
+    decisions = now.decisions.get(run, {})
+    decision = decisions.get(seq)
+    # the decisions journaled with this one: the other calls of one model answer
+    answer = [d for d in decisions.values() if decision and d.llm_call == decision.llm_call]
     if len(journaled) > 1:
         numbers = ", ".join(f"#{a.number} by {a.worker}" for a in journaled)
         found.append(
@@ -122,18 +133,19 @@ def _step_accounting(now: Snapshot, run: str, seq: int | None, asks: list[Ask]) 
                 "decision must be replayed, not asked again",
             )
         )
-    elif journaled and decision is not None and decision.tool != "done":
-        number = name_number(decision.args)
-        if number != journaled[0].number:
-            found.append(
-                Violation(
-                    "divergence",
-                    run,
-                    seq,
-                    f"the journal holds {decision.args.get('name')!r}, but the answer "
-                    f"journaled for this step was model call #{journaled[0].number}",
+    elif journaled and decision is not None:
+        for made in sorted(answer, key=lambda d: d.seq):
+            number = name_number(made.args)
+            if number is not None and number != journaled[0].number:
+                found.append(
+                    Violation(
+                        "divergence",
+                        run,
+                        made.seq,
+                        f"the journal holds {made.tool}{made.args}, but the answer journaled "
+                        f"for step {seq} was model call #{journaled[0].number}",
+                    )
                 )
-            )
     for ask in asks:
         if ask.fate == "lost" and not ask.excused and not ask.stale:
             found.append(
@@ -146,7 +158,8 @@ def _step_accounting(now: Snapshot, run: str, seq: int | None, asks: list[Ask]) 
                     f"({ask.reason})",
                 )
             )
-    if decision is not None and not journaled:
+    first = decision is not None and min(d.seq for d in answer) == seq
+    if decision is not None and first and not journaled:
         found.append(
             Violation(
                 "divergence",

@@ -1,10 +1,11 @@
-"""The crash-free baseline, the end-state check against it, and the outcome two runners
-must agree on.
+"""The crash-free baselines (one per kind of run), the end-state check against them, and
+the outcome two runners must agree on.
 
-**settled** (teardown): every started run is done; its tools are the baseline's in order;
-its arguments equal the baseline's up to the call numbers in names and the ids they refer
-to; every tool step is confirmed and matched by exactly one cloud resource (nothing lost);
-no model answer is left in flight.
+**settled** (teardown): every started run is done; its tools are its kind's baseline's in
+order; its arguments equal the baseline's up to the call numbers the mock model writes
+(``srv-3``, ``(#3)``) and the ids they refer to; every tool step is confirmed and every
+effectful one matched by exactly one effect at its remote (nothing lost); no model answer
+is left in flight.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from .observe import KIND_OF, Snapshot
 from .violations import Violation
 
 _NUMBER: Final = re.compile(r"-(\d+)")
+_CALL_NUMBER: Final = re.compile(r"\(#\d+\)")  # the support plan's "(#3)"
+_TICKET: Final = re.compile(r"\bT-\d+\b")  # a ticket id the desk handed out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +41,9 @@ def normalised(args: dict[str, Any]) -> dict[str, Any]:
         out["server_id"] = "<server id>"
     if out.get("type") == "A" and "value" in out:
         out["value"] = "<server ip>"
+    for field in ("summary", "subject", "body"):
+        if isinstance(out.get(field), str):
+            out[field] = _TICKET.sub("T-N", _CALL_NUMBER.sub("(#N)", out[field]))
     return out
 
 
@@ -49,9 +55,10 @@ def baseline_of(now: Snapshot, run: str) -> Baseline:
     )
 
 
-def settled(now: Snapshot, runs: list[str], baseline: Baseline, asks: list[Ask]) -> list[Violation]:
+def settled(now: Snapshot, baselines: dict[str, Baseline], asks: list[Ask]) -> list[Violation]:
+    """``baselines``: each started run's crash-free baseline (its kind's)."""
     found: list[Violation] = []
-    for run in runs:
+    for run, baseline in baselines.items():
         row = now.runs.get(run)
         if row is None or row.status != "done":
             status = "missing" if row is None else f"{row.status} ({row.failure or 'no reason'})"
@@ -75,9 +82,10 @@ def settled(now: Snapshot, runs: list[str], baseline: Baseline, asks: list[Ask])
                     Violation("settled", run, seq, f"arguments {got}, crash-free run {want}")
                 )
         calls = now.calls.get(run, {})
-        held = {row.key: row for row in now.cloud_of(run)}
+        held = {row.key: row for row in now.effects_of(run)}
+        expected_keys = set()
         for seq, d in sorted(now.decisions[run].items()):
-            if d.tool not in KIND_OF:
+            if d.tool == "done":
                 continue
             call = calls.get(seq)
             if call is None or call.state != "confirmed":
@@ -86,20 +94,23 @@ def settled(now: Snapshot, runs: list[str], baseline: Baseline, asks: list[Ask])
                         "settled", run, seq, f"{d.tool} is {call.state if call else 'not called'}"
                     )
                 )
+            elif d.tool not in KIND_OF:
+                continue
             elif call.key not in held:
                 found.append(
                     Violation(
-                        "settled", run, seq, f"effect lost: nothing in the cloud under {call.key}"
+                        "settled", run, seq, f"effect lost: nothing at the remote under {call.key}"
                     )
                 )
-        expected_keys = {c.key for c in calls.values() if c.state == "confirmed"}
-        if set(held) != expected_keys:
+            else:
+                expected_keys.add(call.key)
+        if set(held) - expected_keys:
             found.append(
                 Violation(
                     "settled",
                     run,
                     None,
-                    f"the cloud holds keys {sorted(held)}, the journal confirmed "
+                    f"the remotes hold keys {sorted(held)}, the journal confirmed effects under "
                     f"{sorted(expected_keys)}",
                 )
             )
@@ -132,7 +143,7 @@ def outcome(now: Snapshot, runs: list[str]) -> dict[str, Any]:
                 [c.seq, c.key, c.state, c.remote_status, (c.result or {}).get("id")]
                 for _, c in sorted(now.calls.get(run, {}).items())
             ],
-            "cloud": [[r.key, r.kind, r.id, r.args] for r in now.cloud_of(run)],
+            "effects": [[r.key, r.kind, r.id, r.args] for r in now.effects_of(run)],
         }
-    out["resources"] = dict(sorted(Counter(r.kind for r in now.cloud).items()))
+    out["resources"] = dict(sorted(Counter(r.kind for r in now.effects).items()))
     return out

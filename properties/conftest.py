@@ -48,7 +48,7 @@ def suite_database() -> Iterator[SuiteDatabase]:
 def inprocess_runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
     runner = InProcessRunner(suite_database.url, server=suite_database)
     try:
-        runner.baseline()
+        runner.warm()
         yield runner
     finally:
         runner.close()
@@ -58,7 +58,7 @@ def inprocess_runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]
 def process_runner(suite_database: SuiteDatabase) -> Iterator[ProcessRunner]:
     runner = ProcessRunner(suite_database.url, server=suite_database)
     try:
-        runner.baseline()
+        runner.warm()
         yield runner
     finally:
         runner.close()

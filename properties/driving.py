@@ -51,7 +51,8 @@ class WorkerRec:
     crashed_by_us: bool = False
     exit: Exit | None = None
     lease_until: datetime | None = None  # as its claim or its last good renewal set it
-    fenced_after: int | None = None  # cloud answers seen when its heartbeat found it fenced
+    # by remote, the last answer logged when its heartbeat found it fenced
+    fenced_after: dict[str, int] | None = None
 
     @property
     def alive(self) -> bool:
@@ -102,6 +103,10 @@ class Driving(ABC):
     @abstractmethod
     def _pilot(self, start: Start) -> Pilot:
         """A pilot of the runner's kind (a thread, or a process) for a new worker."""
+
+    @abstractmethod
+    def _status(self, run: str) -> str | None:
+        """The run's status in the journal right now."""
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -239,7 +244,9 @@ class Driving(ABC):
             return f"{w.label} renewed"
         if result.lost:
             if w.fenced_after is None:
-                w.fenced_after = max((a.seq for a in self.remotes.cloud_answers()), default=0)
+                w.fenced_after = {}
+                for a in self.remotes.answers():
+                    w.fenced_after[a.remote] = max(w.fenced_after.get(a.remote, 0), a.seq)
             return f"{w.label} fenced"
         return f"{w.label} renewal failed"
 
@@ -327,6 +334,8 @@ class Driving(ABC):
             return False
         if kind == "RemoteUnavailable":
             return self.cloud_faults_armed
+        if kind in ("NeedsAttention", "RunUnavailable"):  # parked, or found parked
+            return self._status(w.run) == "needs_attention"
         if kind == "BackingOff":  # a restart of a run released on an error, before its wait
             row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
             waiting = row is not None and row["owner"] is None and row["lease_expires_at"]

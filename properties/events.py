@@ -3,8 +3,10 @@
 =================  ==============================================  ==========================
 op                 what happens                                    fields
 =================  ==============================================  ==========================
-``start``          create run ``r<run>`` and start a worker; it    run
-                   claims the lease and pauses at its first gate
+``start``          create run ``r<run>`` of agent ``agent`` (one of  run, agent?
+                   ``properties.agents.KINDS``; the seed's agent
+                   if none) and start a worker; it claims the
+                   lease and pauses at its first gate
 ``step``           the run's worker finishes one step (pauses at   run
                    its next ``after_confirm``) or the run
 ``crash``          the run's worker dies the next time it reaches  run, point, seq?, kill?
@@ -41,6 +43,10 @@ op                 what happens                                    fields
                    comes back; with ``point``, first the run's
                    worker is driven to that gate. Every connection
                    drops; what was not flushed is lost
+``resolve``        an operator resolves the run's call in doubt     run
+                   (it needs attention; no worker of it is alive):
+                   ``--confirm`` with what the desk delivered, or
+                   ``--redo`` if it delivered nothing
 =================  ==============================================  ==========================
 
 An event that does not apply when it comes (a step of a run nobody works on) is a
@@ -58,8 +64,11 @@ from typing import Any, Final
 
 from agent_runtime.crash import CRASH_POINTS
 
-FORMAT: Final = "crashresume.schedule/2"
-READABLE: Final = (FORMAT, "crashresume.schedule/1")  # /1 had no tick, heartbeat, db_crash
+from .agents import DEFAULT_KIND, KINDS
+
+FORMAT: Final = "crashresume.schedule/3"
+# /1 had no tick, heartbeat, db_crash; /2 no agent (every run the seed's) and no resolve
+READABLE: Final = (FORMAT, "crashresume.schedule/2", "crashresume.schedule/1")
 RUNS: Final = 3  # runs a schedule may interleave: r0, r1, r2
 OPS: Final = (
     "start",
@@ -76,6 +85,7 @@ OPS: Final = (
     "tick",
     "heartbeat",
     "db_crash",
+    "resolve",
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency")
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
@@ -102,10 +112,15 @@ class Event:
     fault: str | None = None
     n: int | None = None
     seconds: float | None = None
+    agent: str | None = None  # start: the kind of run (properties.agents.KINDS)
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
             raise ScheduleError(f"unknown op {self.op!r}; one of {', '.join(OPS)}")
+        if self.agent is not None and (self.op != "start" or self.agent not in KINDS):
+            raise ScheduleError(
+                f"agent belongs to a start and is one of {', '.join(KINDS)}, got {self.agent!r}"
+            )
         if self.op in _RUN_OPS and (self.run is None or not 0 <= self.run < RUNS):
             raise ScheduleError(f"{self.op} needs run in 0..{RUNS - 1}, got {self.run!r}")
         if self.op in ("crash", "pause", "stall") and self.point not in CRASH_POINTS:
@@ -142,9 +157,14 @@ class Event:
         assert self.run is not None
         return run_id(self.run)
 
+    @property
+    def kind(self) -> str:
+        """The kind of run a start creates."""
+        return self.agent or DEFAULT_KIND
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op}
-        for name in ("run", "point", "seq", "fault", "n", "seconds"):
+        for name in ("run", "point", "seq", "fault", "n", "seconds", "agent"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -156,7 +176,7 @@ class Event:
     def from_json(cls, obj: object) -> Event:
         if not isinstance(obj, Mapping) or "op" not in obj:
             raise ScheduleError(f"an event is an object with an 'op', got {obj!r}")
-        known = {"op", "run", "point", "seq", "kill", "fault", "n", "seconds"}
+        known = {"op", "run", "point", "seq", "kill", "fault", "n", "seconds", "agent"}
         extra = sorted(set(obj) - known)
         if extra:
             raise ScheduleError(f"unknown event field(s) {', '.join(extra)} in {dict(obj)!r}")
@@ -179,6 +199,8 @@ class Event:
                 return "db_crash"
             at = f"{self.point}" + ("" if self.seq is None else f" seq={self.seq}")
             return f"db_crash with {self.run_name} at {at}"
+        if self.op == "start" and self.agent is not None:
+            return f"start {self.run_name} ({self.agent})"
         return f"{self.op} {self.run_name}"
 
 

@@ -43,6 +43,7 @@ from hypothesis.stateful import (
 
 from agent_runtime.crash import CRASH_POINTS
 
+from .agents import DEFAULT_KIND, KINDS
 from .driving import Stats
 from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
 from .minimise import first_failure, minimise
@@ -53,7 +54,7 @@ from .runner import SETTINGS, ScheduleRunner
 FAILURES: Final = Path(__file__).resolve().parent / "failures"
 SHRINK_BUDGET: Final = 10.0  # seconds Hypothesis may shrink; single deletions follow
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
-SEQ: Final = st.one_of(st.none(), st.integers(0, 3))
+SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))  # a step, or whichever comes next
 POINT: Final = st.sampled_from(CRASH_POINTS)
 # Clock moves around the two thresholds that matter: the tool timeout (1 s) and the
 # lease (12 s). A worker frozen through them is a stall shorter or longer than each.
@@ -66,7 +67,7 @@ FAULTS: Final = (
 )  # fmt: skip
 SLOW_CLOUD: Final = 1.5  # seconds of latency: longer than the tool timeout (1 s)
 RETRIES: Final = SETTINGS.tool_retries  # a fail_before of one more fails a whole call
-TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes")
+TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes", "overtaken")
 OUTAGES: Final = ("none", "failing", "slow")
 assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
 
@@ -136,6 +137,13 @@ class ScheduleMachine(RuleBasedStateMachine):
             return [n for n in r.started if r.active.get(n) is not None or r.waiting.get(n)]
         if which == "unfinished":
             return [n for n in r.started if r.status(n) not in ("done", "failed", "cancelled")]
+        if which == "parked":  # needs attention, and none of its workers is alive
+            return [
+                n
+                for n in r.started
+                if r.status(n) == "needs_attention"
+                and not any(w.alive for w in r.workers if w.run == n)
+            ]
         raise ValueError(which)
 
     def _pick(self, which: str, pick: int) -> int:
@@ -161,9 +169,16 @@ class ScheduleMachine(RuleBasedStateMachine):
     # -- rules ---------------------------------------------------------------------------------
 
     @precondition(lambda self: self._can("unstarted"))
+    @rule(pick=PICK, kind=st.sampled_from(KINDS))
+    def start(self, pick: int, kind: str) -> None:
+        agent = None if kind == DEFAULT_KIND else kind
+        self._do(Event(op="start", run=self._pick("unstarted", pick), agent=agent))
+
+    @precondition(lambda self: self._can("parked"))
     @rule(pick=PICK)
-    def start(self, pick: int) -> None:
-        self._do(Event(op="start", run=self._pick("unstarted", pick)))
+    def resolve(self, pick: int) -> None:
+        """An operator resolves a parked run's call in doubt (its workers are gone)."""
+        self._do(Event(op="resolve", run=self._pick("parked", pick)))
 
     @precondition(lambda self: self._can("active"))
     @rule(pick=PICK)
@@ -177,29 +192,39 @@ class ScheduleMachine(RuleBasedStateMachine):
         self._do(Event(op="crash", run=run, point=point, seq=seq, kill=kill))
 
     @precondition(lambda self: self._can("active"))
-    @rule(pick=PICK, point=POINT)
-    def crash_and_restart(self, pick: int, point: str) -> None:
-        """The commonest story: the worker dies at the next ``point``, a new one takes over."""
+    @rule(pick=PICK, point=POINT, seq=SEQ)
+    def crash_and_restart(self, pick: int, point: str, seq: int | None) -> None:
+        """The commonest story: the worker dies at the next ``point`` (of step ``seq``, if
+        given), a new one takes over."""
         run = self._pick("active", pick)
-        self._do(Event(op="crash", run=run, point=point), Event(op="restart", run=run))
+        self._do(Event(op="crash", run=run, point=point, seq=seq), Event(op="restart", run=run))
 
     @precondition(lambda self: self._can("active"))
-    @rule(pick=PICK, point=POINT, how=st.sampled_from(TAKEOVERS), outage=st.sampled_from(OUTAGES))
-    def takeover(self, pick: int, point: str, how: str, outage: str) -> None:
-        """A worker at ``point`` loses its run while alive: frozen past its lease and swept
-        (then, with ``swept_wakes``, it wakes, maybe into a cloud outage), or outpaced by a
-        restart and then told by its own heartbeat."""
+    @rule(
+        pick=PICK,
+        point=POINT,
+        seq=SEQ,
+        how=st.sampled_from(TAKEOVERS),
+        outage=st.sampled_from(OUTAGES),
+    )
+    def takeover(self, pick: int, point: str, seq: int | None, how: str, outage: str) -> None:
+        """A worker at ``point`` (of step ``seq``, if given) loses its run while alive: frozen
+        past its lease and swept (then, with ``swept_wakes``, it wakes, maybe into a cloud
+        outage; with ``overtaken``, it wakes after the new owner did that step), or outpaced
+        by a restart and then told by its own heartbeat."""
         run = self._pick("active", pick)
         if how == "outpaced":
             self._do(
-                Event(op="pause", run=run, point=point),
+                Event(op="pause", run=run, point=point, seq=seq),
                 Event(op="restart", run=run),
                 Event(op="heartbeat", run=run),
                 Event(op="resume", run=run),
             )
             return
-        events = [Event(op="stall", run=run, point=point), Event(op="sweep")]
-        if how == "swept_wakes":
+        events = [Event(op="stall", run=run, point=point, seq=seq), Event(op="sweep")]
+        if how == "overtaken":
+            events += [Event(op="step", run=run), Event(op="resume", run=run)]
+        elif how == "swept_wakes":
             if outage == "failing":
                 events.append(Event(op="cloud_fault", fault="fail_before", n=RETRIES + 1))
             elif outage == "slow":
@@ -406,6 +431,7 @@ def explore(
         failures_dir=failures_dir,
         progress=progress,
     )
+    runner.warm()  # every kind's baseline now: computing one resets the journal
     runner.stats = Stats()
     began = time.monotonic()
     error: Exception | None = None

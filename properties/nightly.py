@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     findings: list[dict[str, Any]] = []
     totals = dict.fromkeys(COUNTS, 0)
     try:
-        runner.baseline()
+        runner.warm()
         while totals["examples"] < args.schedules and (
             deadline is None or time.monotonic() < deadline
         ):

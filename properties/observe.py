@@ -1,22 +1,20 @@
-"""What the suite can see at one instant: the journal, the cloud's records and answers, and
-the model's call counters. One :func:`snapshot` after every event feeds every invariant."""
+"""What the suite can see at one instant: the journal, the remotes' records and answers,
+and the model's call counters. One :func:`snapshot` after every event feeds every
+invariant."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from agent_runtime import db
 
 from . import sqlfile
-from .remotes import CloudAnswer, CloudRow, Remotes
+from .agents import KIND_OF
+from .remotes import Answer, EffectRow, Remotes
 
-KIND_OF: Final = {
-    "create_server": "server",
-    "create_database": "database",
-    "create_dns_record": "dns_record",
-}
+__all__ = ["KIND_OF", "CallRow", "ClaimRow", "DecisionRow", "RunRow", "Snapshot", "snapshot"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +35,7 @@ class DecisionRow:
     args: dict[str, Any]
     llm_call: int
     generation: int
+    call_id: str | None = None  # the model's id of the call (Chat Completions)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +47,7 @@ class CallRow:
     remote_status: str | None
     generation: int
     confirm_generation: int | None
+    effect: str = "keyed"  # the tool's contract, journaled with the intent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,13 +65,15 @@ class Snapshot:
     runs: dict[str, RunRow]
     decisions: dict[str, dict[int, DecisionRow]]
     calls: dict[str, dict[int, CallRow]]
-    cloud: list[CloudRow]
+    effects: list[EffectRow]  # every record the remotes hold: resources, tickets, emails
     model_calls: dict[str, int]
-    answers: list[CloudAnswer]
+    answers: list[Answer]
     claims: list[ClaimRow] = field(default_factory=list)
+    # each journaled model answer's tool call ids, by run and llm_call
+    answers_by_run: dict[str, dict[int, list[str]]] = field(default_factory=dict)
 
-    def cloud_of(self, run: str) -> list[CloudRow]:
-        return [row for row in self.cloud if row.run == run]
+    def effects_of(self, run: str) -> list[EffectRow]:
+        return [row for row in self.effects if row.run == run]
 
 
 def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
@@ -79,6 +81,7 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
     decisions: dict[str, dict[int, DecisionRow]] = {}
     calls: dict[str, dict[int, CallRow]] = {}
     claims: list[ClaimRow] = []
+    answers_by_run: dict[str, dict[int, list[str]]] = {}
     for r in sqlfile.rows(conn, "snapshot"):
         run = r["id"]
         runs[run] = RunRow(
@@ -91,9 +94,12 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
             lease_expires_at=r["lease_expires_at"],
         )
         decisions[run] = {
-            seq: DecisionRow(seq=seq, tool=tool, args=args, llm_call=llm_call, generation=gen)
-            for seq, tool, args, llm_call, gen in r["decisions"]
+            seq: DecisionRow(
+                seq=seq, tool=tool, args=args, llm_call=llm_call, generation=gen, call_id=cid
+            )
+            for seq, tool, args, llm_call, gen, cid in r["decisions"]
         }
+        answers_by_run[run] = {llm_call: ids for llm_call, ids in r["answers"]}
         calls[run] = {
             seq: CallRow(
                 seq=seq,
@@ -103,8 +109,9 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
                 remote_status=remote,
                 generation=gen,
                 confirm_generation=confirm_gen,
+                effect=effect,
             )
-            for seq, key, state, result, remote, gen, confirm_gen in r["calls"]
+            for seq, key, state, result, remote, gen, confirm_gen, effect in r["calls"]
         }
         claims += [
             ClaimRow(run=run, generation=g, owner=o, previous_owner=p, lapsed=lapsed, reason=why)
@@ -114,8 +121,9 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
         runs=runs,
         decisions=decisions,
         calls=calls,
-        cloud=remotes.cloud_rows(),
+        effects=remotes.effects(),
         model_calls=remotes.all_model_calls(),
-        answers=remotes.cloud_answers(),
+        answers=remotes.answers(),
         claims=claims,
+        answers_by_run=answers_by_run,
     )

@@ -39,6 +39,7 @@ from agent_runtime.records import Lease
 from agent_runtime.worker import Worker
 
 from . import variants
+from .agents import DEFAULT_KIND, suite_agents
 
 Action = Literal["go", "crash", "kill"]
 MESSAGE_TIMEOUT: Final = 60.0  # seconds a worker may take to reach its next gate
@@ -82,6 +83,7 @@ class Start:
     label: str  # w1, w2, ... in the order the schedule started them
     takeover: bool = False  # restart: take a live lease over (the caller says it is dead)
     lease: Lease | None = None  # supervisor: a lease claimed for this worker
+    kind: str = DEFAULT_KIND  # the run's agent (properties.agents), should it create it
 
     def to_json(self) -> dict[str, Any]:
         lease = self.lease
@@ -89,6 +91,7 @@ class Start:
             "run_id": self.run_id,
             "label": self.label,
             "takeover": self.takeover,
+            "kind": self.kind,
             "lease": None
             if lease is None
             else {"run_id": lease.run_id, "owner": lease.owner, "generation": lease.generation},
@@ -102,6 +105,7 @@ class Start:
             label=obj["label"],
             takeover=bool(obj["takeover"]),
             lease=None if lease is None else Lease(**lease),
+            kind=obj.get("kind", DEFAULT_KIND),
         )
 
 
@@ -117,16 +121,18 @@ def build_worker(
     *,
     owner: str,
     hook: Callable[[str, int], None],
-    model_transport: httpx.BaseTransport | None = None,
-    cloud_transport: httpx.BaseTransport | None = None,
+    support_url: str,
+    transports: dict[str, httpx.BaseTransport] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     heartbeat_connect: Callable[[], db.Connection],
 ) -> Worker:
+    """A worker of the variant's kind with every agent of the suite (``transports``: the
+    in-process remotes by name; none: the URLs in ``settings`` and ``support_url``)."""
     return variant.worker.build(
         variant.journal(conn),
         settings,
-        model_transport=model_transport,
-        cloud_transport=cloud_transport,
+        agents=list(suite_agents(support_url).values()),
+        transports=transports,
         sleep=sleep,
         crash=GatePlan(hook=hook),
         owner=owner,
@@ -174,8 +180,14 @@ def beat(worker: Worker) -> Beat:
     return Beat(present=True, expires=expires, lost=heartbeat.lost.is_set())
 
 
-def enter(worker: Worker, start: Start) -> None:
-    worker.run(start.run_id, lease=start.lease, create=start.lease is None, takeover=start.takeover)
+def enter(worker: Worker, start: Start, support_url: str) -> None:
+    worker.run(
+        start.run_id,
+        agent=suite_agents(support_url)[start.kind].name,
+        lease=start.lease,
+        create=start.lease is None,
+        takeover=start.takeover,
+    )
 
 
 class Pilot(ABC):
@@ -303,10 +315,11 @@ class ThreadPilot(Pilot):
         pool: ConnectionPool,
         settings: Settings,
         variant: variants.Variant,
-        model_transport: httpx.BaseTransport,
-        cloud_transport: httpx.BaseTransport,
+        transports: dict[str, httpx.BaseTransport],
+        support_url: str,
     ) -> None:
         self.start = start
+        self._support_url = support_url
         self.owner = start.lease.owner if start.lease else owner_of(start.label)
         self._inbox: queue.Queue[Message] = queue.Queue()
         self._outbox: queue.Queue[Action] = queue.Queue()
@@ -320,8 +333,8 @@ class ThreadPilot(Pilot):
             settings,
             owner=self.owner,
             hook=self._gate,
-            model_transport=model_transport,
-            cloud_transport=cloud_transport,
+            support_url=support_url,
+            transports=transports,
             sleep=lambda seconds: None,
             heartbeat_connect=pool.heartbeat_connect,
         )
@@ -339,7 +352,7 @@ class ThreadPilot(Pilot):
     def _body(self) -> None:
         message: Message = Exit(kind=DONE)
         try:
-            enter(self._worker, self.start)
+            enter(self._worker, self.start, self._support_url)
         except InjectedCrash:
             message = Exit(kind=CRASHED)
         except BaseException as exc:  # everything else is evidence: report it

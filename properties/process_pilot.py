@@ -112,10 +112,11 @@ def child_main(config: dict[str, Any], channel: _Channel) -> int:
             settings,
             owner=owner,
             hook=hook,
+            support_url=config["support_url"],
             heartbeat_connect=heartbeat_connect,
         )
         channel.send({"hello": {"owner": owner, "backend_pid": conn.info.backend_pid}})
-        enter(worker, start)
+        enter(worker, start, config["support_url"])
     except BaseException as exc:
         channel.send({"exit": type(exc).__name__, "detail": str(exc)[:500]})
         return int(getattr(exc, "exit_code", 70))
@@ -140,6 +141,7 @@ class ProcessPilot(Pilot):
         url: str,
         settings: Settings,
         variant: variants.Variant,
+        support_url: str,
         spawn: Literal["fork", "exec"],
         log_path: Path,
     ) -> None:
@@ -147,6 +149,7 @@ class ProcessPilot(Pilot):
         config = {
             "start": start.to_json(),
             "url": url,
+            "support_url": support_url,
             "settings": _settings_json(settings),
             "variant": variant.name,
         }

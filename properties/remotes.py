@@ -1,7 +1,13 @@
-"""The two mock remotes as the schedule runner sees them: in-process, or over HTTP.
+"""The mock remotes as the schedule runner sees them: in-process, or over HTTP.
 
-Both faces answer the same questions (what the cloud holds, how often the model
-was asked) and turn the same knobs, so the runner above them is one piece of code.
+Three remotes: the cloud (keyed resources), the support desk (orders to read, keyed
+tickets, an email outbox that delivers every send) and the model. Both faces answer the
+same questions (what the remotes hold, what they answered whom, how often the model was
+asked) and turn the same knobs, so the runner above them is one piece of code.
+
+A record the remotes hold is an :class:`EffectRow` (a cloud resource, a ticket, a
+delivered email); every answer to a request that acts or checks is an :class:`Answer`,
+with the request's fencing generation, from the log each remote keeps in order.
 """
 
 from __future__ import annotations
@@ -16,10 +22,26 @@ from typing import Any, Final
 
 import httpx
 
-from mock_remotes import Cloud, Model, cloud_transport, model_transport, run_of, start_mocks
+from mock_remotes import (
+    Cloud,
+    Model,
+    Support,
+    cloud_transport,
+    model_transport,
+    run_of,
+    start_mocks,
+    support_transport,
+)
 
 CLOUD_KNOBS: Final = ("fail_before", "drop_after", "latency")
 MODEL_KNOBS: Final = ("malformed", "unknown_tool", "invalid_args")
+# The desk's answers, in the words of the runtime's remote statuses; lookups are left out
+# (a read is not an effect, and its log names the order, not the call).
+DESK_ANSWER: Final = {
+    "file_ticket": {"created": "created", "already_done": "already_done"},
+    "send_email": {"delivered": "created"},
+    "check_message": {"present": "found", "absent": "absent"},
+}
 
 
 def scratch_dir(prefix: str) -> Path:
@@ -30,8 +52,9 @@ def scratch_dir(prefix: str) -> Path:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CloudRow:
-    """One key the cloud acted on."""
+class EffectRow:
+    """One record a remote holds: a cloud resource, a ticket, or one delivery of an email
+    (an email sent twice is two records under one key)."""
 
     key: str
     run: str
@@ -43,19 +66,21 @@ class CloudRow:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CloudAnswer:
-    """What the cloud answered one mutating request (``mock_remotes.Answer``)."""
+class Answer:
+    """What a remote answered one request that acts or checks, in its log's order."""
 
+    remote: str  # "cloud" or "desk": each numbers its own log
     seq: int
     key: str
     run: str
     generation: int | None
-    answer: str  # created, already_done, or the refusal's error code
+    answer: str  # created, already_done, found, absent, or the refusal's error code
     dropped: bool  # the drop_after knob lost it on the way back
 
 
-def _answer(obj: dict[str, Any]) -> CloudAnswer:
-    return CloudAnswer(
+def _answer(obj: dict[str, Any]) -> Answer:
+    return Answer(
+        remote="cloud",
         seq=obj["seq"],
         key=obj["key"],
         run=run_of(obj["key"]),
@@ -65,8 +90,23 @@ def _answer(obj: dict[str, Any]) -> CloudAnswer:
     )
 
 
-def _row(record: dict[str, Any]) -> CloudRow:
-    return CloudRow(
+def _desk_answer(obj: dict[str, Any]) -> Answer | None:
+    words = DESK_ANSWER.get(obj["op"])
+    if words is None or ":" not in obj["ref"]:
+        return None
+    return Answer(
+        remote="desk",
+        seq=obj["seq"],
+        key=obj["ref"],
+        run=run_of(obj["ref"]),
+        generation=obj.get("generation"),
+        answer=words.get(obj["answer"], obj["answer"]),
+        dropped=obj["dropped"],
+    )
+
+
+def _row(record: dict[str, Any]) -> EffectRow:
+    return EffectRow(
         key=record["key"],
         run=run_of(record["key"]),
         kind=record["kind"],
@@ -77,9 +117,42 @@ def _row(record: dict[str, Any]) -> CloudRow:
     )
 
 
+def _ticket(ticket: dict[str, Any]) -> EffectRow:
+    return EffectRow(
+        key=ticket["key"],
+        run=run_of(ticket["key"]),
+        kind="ticket",
+        id=ticket["id"],
+        args=ticket["args"],
+        result=ticket["result"],
+        generation=None,
+    )
+
+
+def _delivery(email: dict[str, Any]) -> EffectRow:
+    return EffectRow(
+        key=email["message_id"],
+        run=run_of(email["message_id"]),
+        kind="email",
+        id=email["id"],
+        args={k: email[k] for k in ("to", "subject", "body")},
+        result=email,
+        generation=None,
+    )
+
+
+def desk_rows(tickets: list[dict[str, Any]], emails: list[dict[str, Any]]) -> list[EffectRow]:
+    return [_ticket(t) for t in tickets] + [_delivery(m) for m in emails]
+
+
+def desk_answers(log: list[dict[str, Any]]) -> list[Answer]:
+    return [a for a in map(_desk_answer, log) if a is not None]
+
+
 class Remotes(ABC):
     cloud_url: str
     model_url: str
+    support_url: str
 
     @abstractmethod
     def reset(self) -> None: ...
@@ -91,16 +164,31 @@ class Remotes(ABC):
     def all_model_calls(self) -> dict[str, int]: ...
 
     @abstractmethod
-    def cloud_rows(self) -> list[CloudRow]: ...
+    def cloud_rows(self) -> list[EffectRow]: ...
 
     @abstractmethod
-    def cloud_answers(self) -> list[CloudAnswer]: ...
+    def cloud_answers(self) -> list[Answer]: ...
+
+    @abstractmethod
+    def desk_rows(self) -> list[EffectRow]:
+        """Every ticket and every delivery the desk holds."""
+
+    @abstractmethod
+    def desk_answers(self) -> list[Answer]:
+        """Every answer the desk gave a ticket, a send or a check, in order."""
+
+    def effects(self) -> list[EffectRow]:
+        return self.cloud_rows() + self.desk_rows()
+
+    def answers(self) -> list[Answer]:
+        return self.cloud_answers() + self.desk_answers()
 
     @abstractmethod
     def cloud_faults(self) -> dict[str, float]: ...
 
     @abstractmethod
-    def set_cloud_faults(self, **knobs: float) -> None: ...
+    def set_cloud_faults(self, **knobs: float) -> None:
+        """Arm the knobs of every remote that acts: the cloud and the desk alike."""
 
     @abstractmethod
     def model_faults(self) -> dict[str, float]: ...
@@ -117,19 +205,25 @@ class InProcessRemotes(Remotes):
 
     cloud_url = "http://cloud"
     model_url = "http://model"
+    support_url = "http://support"
 
     def __init__(self) -> None:
         self._dir = scratch_dir("properties-cloud-")
         self.cloud = Cloud(self._dir / "cloud.sqlite3", synchronous="OFF")
+        self.support = Support(self._dir / "support.sqlite3", synchronous="OFF")
         self.model = Model()
-        self.cloud_transport = cloud_transport(self.cloud)
-        self.model_transport = model_transport(self.model)
-        self._rows: list[CloudRow] = []  # what the cloud holds, read incrementally
+        self.transports = {
+            "cloud": cloud_transport(self.cloud),
+            "model": model_transport(self.model),
+            "support": support_transport(self.support),
+        }
+        self._rows: list[EffectRow] = []  # what the cloud holds, read incrementally
         self._rows_seq = 0
-        self._answers: list[CloudAnswer] = []
+        self._answers: list[Answer] = []
 
     def reset(self) -> None:
         self.cloud.reset()
+        self.support.reset()
         self.model.reset()
         self._rows = []
         self._rows_seq = 0
@@ -142,24 +236,32 @@ class InProcessRemotes(Remotes):
         by_run: dict[str, int] = self.model.call_counts()["by_run"]
         return by_run
 
-    def cloud_rows(self) -> list[CloudRow]:
+    def cloud_rows(self) -> list[EffectRow]:
         """Every record, reading only the new ones: a record never changes once made."""
         for seq, record in self.cloud.records_after(self._rows_seq):
             self._rows.append(_row(record.to_json()))
             self._rows_seq = seq
         return list(self._rows)
 
-    def cloud_answers(self) -> list[CloudAnswer]:
+    def cloud_answers(self) -> list[Answer]:
         """Every answer, reading only the new ones: the log only grows."""
         after = self._answers[-1].seq if self._answers else 0
         self._answers += [_answer(a.to_json()) for a in self.cloud.answers(after=after)]
         return list(self._answers)
+
+    def desk_rows(self) -> list[EffectRow]:
+        tickets = [t.to_json() for t in self.support.tickets()]
+        return desk_rows(tickets, [d.to_json() for d in self.support.deliveries()])
+
+    def desk_answers(self) -> list[Answer]:
+        return desk_answers([a.to_json() for a in self.support.answers()])
 
     def cloud_faults(self) -> dict[str, float]:
         return {k: getattr(self.cloud.faults, k) for k in CLOUD_KNOBS}
 
     def set_cloud_faults(self, **knobs: float) -> None:
         self.cloud.set_faults(knobs)
+        self.support.set_faults(knobs)
 
     def model_faults(self) -> dict[str, float]:
         return {k: getattr(self.model.faults, k) for k in MODEL_KNOBS}
@@ -169,17 +271,19 @@ class InProcessRemotes(Remotes):
 
     def close(self) -> None:
         self.cloud.close()
+        self.support.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class HttpRemotes(Remotes):
-    """Both mocks as uvicorn processes (``mock_remotes.start_mocks``), over HTTP."""
+    """The mocks as uvicorn processes (``mock_remotes.start_mocks``), over HTTP."""
 
     def __init__(self) -> None:
         self._dir = scratch_dir("properties-mocks-")
-        self.servers = start_mocks(self._dir, persist_model=False)
+        self.servers = start_mocks(self._dir, persist_model=False, support=True)
         self.cloud_url = self.servers.cloud_url
         self.model_url = self.servers.model_url
+        self.support_url = self.servers.support_url
         self._http = httpx.Client(timeout=10.0)
 
     def _get(self, url: str) -> Any:
@@ -201,11 +305,18 @@ class HttpRemotes(Remotes):
         by_run: dict[str, int] = self._get(f"{self.model_url}/v1/calls")["by_run"]
         return by_run
 
-    def cloud_rows(self) -> list[CloudRow]:
+    def cloud_rows(self) -> list[EffectRow]:
         return [_row(r) for r in self._get(f"{self.cloud_url}/v1/resources")["resources"]]
 
-    def cloud_answers(self) -> list[CloudAnswer]:
+    def cloud_answers(self) -> list[Answer]:
         return [_answer(a) for a in self._get(f"{self.cloud_url}/v1/answers")["answers"]]
+
+    def desk_rows(self) -> list[EffectRow]:
+        tickets = self._get(f"{self.support_url}/v1/tickets")["tickets"]
+        return desk_rows(tickets, self._get(f"{self.support_url}/v1/messages")["messages"])
+
+    def desk_answers(self) -> list[Answer]:
+        return desk_answers(self._get(f"{self.support_url}/v1/answers")["answers"])
 
     def cloud_faults(self) -> dict[str, float]:
         knobs = self._get(f"{self.cloud_url}/admin/faults")
@@ -213,6 +324,7 @@ class HttpRemotes(Remotes):
 
     def set_cloud_faults(self, **knobs: float) -> None:
         self._post(f"{self.cloud_url}/admin/faults", dict(knobs))
+        self._post(f"{self.support_url}/admin/faults", dict(knobs))
 
     def model_faults(self) -> dict[str, float]:
         knobs = self._get(f"{self.model_url}/admin/faults")

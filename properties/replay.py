@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _replay(args: argparse.Namespace, schedule: Schedule, runner: ScheduleRunner) -> int:
     try:
-        runner.baseline()
+        runner.warm()
         runner.reset()
         step = "settle"
         try:

@@ -13,43 +13,48 @@ so their runs are taken over once the lease runs out; a zombie's renewal fails a
 fenced. A ``db_crash`` stops the suite's own PostgreSQL hard and starts it again: every
 connection drops, and what was committed without being flushed is gone.
 
-After every event :meth:`check` takes one snapshot and runs every invariant
-(:mod:`properties.invariants`, :mod:`properties.shadow`, :mod:`properties.accounting`)
-plus the runner's own: no live lease is claimed, no renewal by a non-owner, no run is
-stranded by a lease extended after its owner died, a fenced worker starts nothing.
+Every run is of one kind (:mod:`properties.agents`: the seed's provisioning agent, its
+parallel-calls twin, the support agent, the support agent with a ``once`` email), and
+finishes like its kind's crash-free baseline. A run parked for an operator (a ``once``
+call in doubt) is resolved by a ``resolve`` event, or at teardown, the way a careful
+operator would: confirmed with what the desk delivered, or redone if it delivered nothing.
+
+After every event :meth:`~properties.checks.Checks.check` takes one snapshot and runs
+every invariant.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
 from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.errors import DatabaseError
 from agent_runtime.records import Lease
 
-from . import baseline, invariants, sqlfile, variants
+from . import baseline, sqlfile, variants
+from .agents import DEFAULT_KIND, KINDS, suite_agents
 from .baseline import Baseline
-from .driving import Driving, Stats, WorkerRec
+from .disruptions import CrashableServer, Disruptions
+from .driving import Stats
 from .events import RUNS, Event, run_id
-from .observe import Snapshot, snapshot
-from .pilots import Gate, Start, owner_of
+from .observe import Snapshot
+from .pilots import Start, owner_of
 from .remotes import Remotes
 from .shadow import Shadow
-from .violations import Violation, raise_if
+from .violations import Violation
 
 log = logging.getLogger(__name__)
 
 LEASE: Final = 12.0  # seconds; a sweep moves the clock this much and one second more
 SETTLE_TRIES: Final = 8  # claims teardown gives one run before calling it unfinished
-DROP_WAIT: Final = 5.0  # seconds a terminated backend may take to disappear
 EPOCH: Final = datetime(2030, 1, 1, tzinfo=UTC)  # where the frozen clock starts each example
-AGENTS: Final = ("provisioning",)  # the agents whose runs the suite's sweeps claim
+# the agents whose runs the suite's sweeps claim: all of the suite's
+AGENTS: Final = tuple(a.name for a in suite_agents("http://support").values())
 VACUUM_EVERY: Final = 20  # examples between two vacuums of the emptied tables
 
 # The same settings in both runners; tool_timeout only costs real time in the process
@@ -67,14 +72,7 @@ SETTINGS: Final = Settings(
 )
 
 
-class CrashableServer(Protocol):
-    """A PostgreSQL the runner may crash (``properties.server.SuiteDatabase``)."""
-
-    def crash(self) -> None:
-        """Stop the server hard (no flush, no checkpoint) and start it again."""
-
-
-class ScheduleRunner(Driving):
+class ScheduleRunner(Disruptions):
     """Applies events, keeps the ledgers, checks the invariants. Subclasses make pilots."""
 
     mode: str = "?"
@@ -93,7 +91,9 @@ class ScheduleRunner(Driving):
         self.variant = variants.get(variant)
         self.remotes = remotes
         self.settings = (settings or SETTINGS).with_changes(
-            cloud_url=remotes.cloud_url, model_url=remotes.model_url, database_url=url
+            cloud_url=remotes.cloud_url,
+            model_url=f"{remotes.model_url}/v1",  # Chat Completions' base; /v1/decide's too
+            database_url=url,
         )
         self.conn = db.connect(url, application_name="properties.runner")
         db.ensure_schema(self.conn)
@@ -101,7 +101,7 @@ class ScheduleRunner(Driving):
         self.on_event: Callable[[str], None] = lambda label: None  # hypothesis.event in tests
         self.supervisor = owner_of("supervisor")
         self.clock_now = EPOCH
-        self._baseline: Baseline | None = None
+        self._baselines: dict[str, Baseline] = {}
         self._clear()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -114,6 +114,8 @@ class ScheduleRunner(Driving):
         self.trace: list[str] = []
         self.claims_seen: set[tuple[str, int]] = set()
         self.previous: Snapshot | None = None  # the snapshot the last check compared with
+        self.kinds: dict[str, str] = {}  # each started run's kind
+        self.resolved: set[str] = set()
 
     def reset(self) -> None:
         """A clean slate for the next schedule: no workers, an empty journal, fresh mocks."""
@@ -159,19 +161,34 @@ class ScheduleRunner(Driving):
 
     # -- a whole schedule ----------------------------------------------------------------------
 
-    def baseline(self) -> Baseline:
-        """The crash-free run, computed once: start r0, let it finish."""
-        if self._baseline is None:
+    def baseline(self, kind: str = DEFAULT_KIND) -> Baseline:
+        """The crash-free run of ``kind``, computed once: start r0, let it finish."""
+        if kind not in self._baselines:
             self.reset()
-            self.apply(Event(op="start", run=0))
+            self.apply(Event(op="start", run=0, agent=kind))
             self.settle()
-            self._baseline = baseline.baseline_of(self.observe(), run_id(0))
+            self._baselines[kind] = baseline.baseline_of(self.observe(), run_id(0))
             self.reset()
-        return self._baseline
+        return self._baselines[kind]
+
+    def warm(self) -> None:
+        """Every kind's baseline, before the first schedule."""
+        for kind in KINDS:
+            self.baseline(kind)
+
+    def baselines(self) -> dict[str, Baseline]:
+        """Each started run's baseline; ``warm()`` must have run (computing one resets)."""
+        missing = {self.kinds[run] for run in self.started} - self._baselines.keys()
+        if missing:
+            raise RuntimeError(f"baselines of {sorted(missing)} not computed: call warm() first")
+        return {run: self._baselines[self.kinds[run]] for run in self.started}
+
+    def _start(self, run: str, **how: Any) -> Start:
+        return Start(run_id=run, label=self._label(), kind=self.kinds[run], **how)
 
     def replay(self, events: Iterable[Event]) -> dict[str, Any]:
         """Reset, apply and check every event, settle, check the end; the outcome."""
-        self.baseline()
+        self.warm()
         self.reset()
         try:
             for event in events:
@@ -204,19 +221,16 @@ class ScheduleRunner(Driving):
         if run in self.started:
             return "skipped (already started)"
         self.started.append(run)
+        self.kinds[run] = e.kind
         self.active[run] = None
         self.waiting[run] = []
-        return self._launch(Start(run_id=run, label=self._label()))
+        return self._launch(self._start(run))
 
     def _on_step(self, e: Event) -> str:
         w = self.active.get(e.run_name)
         if w is None:
             return "skipped (no active worker)"
         return self._drive(w, lambda g: "pause" if g.point == "after_confirm" else "go")
-
-    @staticmethod
-    def _at(e: Event) -> Callable[[Gate], bool]:
-        return lambda g: g.point == e.point and (e.seq is None or g.seq == e.seq)
 
     def _on_crash(self, e: Event) -> str:
         w = self.active.get(e.run_name)
@@ -227,14 +241,6 @@ class ScheduleRunner(Driving):
         first = how if w.gate is not None and match(w.gate) else "go"
         result = self._drive(w, lambda g: how if match(g) else "go", first=first)
         return result if w.crashed_by_us else f"{result} (never reached {e.point})"
-
-    def _to_gate(self, w: WorkerRec, e: Event) -> str | None:
-        """Drive ``w`` to the event's gate and pause it there; None if it is there already."""
-        match = self._at(e)
-        if w.gate is not None and match(w.gate):
-            return None
-        result = self._drive(w, lambda g: "pause" if match(g) else "go")
-        return None if w.alive else f"{result} (never reached {e.point})"
 
     def _on_pause(self, e: Event) -> str:
         w = self.active.get(e.run_name)
@@ -279,7 +285,7 @@ class ScheduleRunner(Driving):
         if old is not None:
             self._wait(old, frozen=False)  # alive, merely outpaced: a zombie from now on
         self.stats.restarts += 1
-        return self._launch(Start(run_id=run, label=self._label(), takeover=True))
+        return self._launch(self._start(run, takeover=True))
 
     def _on_tick(self, e: Event) -> str:
         assert e.seconds is not None
@@ -301,7 +307,7 @@ class ScheduleRunner(Driving):
             if old is not None:  # its lease ran out (the claim was checked): outpaced
                 self._wait(old, frozen=False)
             self.stats.restarts += 1
-            start = Start(run_id=lease.run_id, label=self._label(), lease=lease)
+            start = self._start(lease.run_id, lease=lease)
             results.append(f"{lease.run_id}: " + self._launch(start))
         return f"{beats}; claimed " + ("; ".join(results) if results else "nothing")
 
@@ -341,71 +347,6 @@ class ScheduleRunner(Driving):
             self.known[r["id"]] = (r["owner"], r["generation"])
         return [Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]) for r in rows]
 
-    def _on_cloud_fault(self, e: Event) -> str:
-        knobs = self.remotes.cloud_faults()
-        assert e.fault is not None
-        if e.fault == "latency":
-            seconds = e.seconds or 0.0
-            self.remotes.set_cloud_faults(latency=seconds)
-            if seconds >= self.settings.tool_timeout:
-                self.cloud_faults_armed = True  # every attempt times out: RemoteUnavailable
-        else:
-            self.cloud_faults_armed = True
-            self.remotes.set_cloud_faults(**{e.fault: int(knobs[e.fault]) + (e.n or 1)})
-        self._count_fault(f"cloud {e.fault}")
-        return "armed"
-
-    def _on_model_fault(self, e: Event) -> str:
-        knobs = self.remotes.model_faults()
-        assert e.fault is not None
-        self.bad_answers_issued += e.n or 1
-        self.remotes.set_model_faults(**{e.fault: int(knobs[e.fault]) + (e.n or 1)})
-        self._count_fault(f"model {e.fault}")
-        return "armed"
-
-    def _on_drop_connection(self, e: Event) -> str:
-        run = e.run_name
-        waiting = self.waiting.get(run) or []
-        w = self.active.get(run) or (waiting[-1] if waiting else None)
-        if w is None or w.pilot.backend_pid is None or w.dropped:
-            return "skipped (no live worker connection)"
-        pid = w.pilot.backend_pid
-        sqlfile.rows(self.conn, "terminate_backend", {"pid": pid})
-        deadline = time.monotonic() + DROP_WAIT
-        while sqlfile.one(self.conn, "backend_alive", {"pid": pid}) is not None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"backend {pid} of {w.label} outlived pg_terminate_backend")
-            time.sleep(0.002)
-        self._mark_dropped(w)
-        self._count_fault("database connection dropped")
-        return f"terminated the connection of {w.label}"
-
-    def _on_db_crash(self, e: Event) -> str:
-        if self.server is None:
-            return "skipped (this runner's database cannot be crashed)"
-        where = ""
-        w = self.active.get(e.run_name) if e.run is not None else None
-        if e.point is not None and w is not None:
-            ended = self._to_gate(w, e)
-            if ended is not None:
-                return ended
-            assert w.gate is not None
-            where = f" with {w.label} at {w.gate.point} seq={w.gate.seq}"
-        self.conn.close()
-        self.server.crash()
-        self._reconnect()
-        for live in self.workers:
-            if live.alive:
-                self._mark_dropped(live)
-        self.shadow.database_crashed()
-        self.stats.db_crashes += 1
-        self.on_event("database crash")
-        return f"the database crashed and came back{where}"
-
-    def _count_fault(self, label: str) -> None:
-        self.stats.count(label)
-        self.on_event(f"fault: {label}")
-
     # -- teardown ------------------------------------------------------------------------------
 
     def settle(self) -> None:
@@ -423,6 +364,10 @@ class ScheduleRunner(Driving):
                 self.trace.append(f"settle {run}: " + self._drive(active, lambda g: "go"))
                 self._settle_check()
         for _ in range(SETTLE_TRIES):
+            for run in self.started:
+                if self._status(run) == "needs_attention":
+                    self.trace.append(f"settle {run}: " + self._resolve(run))
+                    self._settle_check()
             unfinished = [r for r in self.started if self._status(r) in ("pending", "running")]
             if not unfinished:
                 return
@@ -442,9 +387,9 @@ class ScheduleRunner(Driving):
                             "supervisor still cannot claim it",
                         )
                     )
-                    start = Start(run_id=run, label=self._label(), takeover=True)
+                    start = self._start(run, takeover=True)
                 else:
-                    start = Start(run_id=run, label=self._label(), lease=lease)
+                    start = self._start(run, lease=lease)
                 self.stats.restarts += 1
                 w = self._pilot_rec(start)
                 self.trace.append(f"settle {run}: claimed by " + self._drive(w, lambda g: "go"))
@@ -480,132 +425,3 @@ class ScheduleRunner(Driving):
         self.bad_answers_issued -= unused  # armed but never served: nothing to explain
         self.remotes.set_model_faults(**dict.fromkeys(left, 0))
         self.remotes.set_cloud_faults(fail_before=0, drop_after=0, latency=0.0)
-
-    # -- checks --------------------------------------------------------------------------------
-
-    def observe(self) -> Snapshot:
-        return snapshot(self.conn, self.remotes)
-
-    def check(self) -> None:
-        """The invariants after an event; raises the violations found."""
-        now = self.observe()
-        self.last = now
-        self.known = {run: (row.owner, row.generation) for run, row in now.runs.items()}
-        found = list(self.problems)
-        self.problems.clear()
-        found += invariants.no_duplicate_effect(now)
-        found += self.shadow.check_and_update(now, self.gen_before)
-        for run, seq in self.shadow.vanished:  # a crash took the decision back
-            for ask in self.asks:
-                if (ask.run, ask.seq, ask.fate) == (run, seq, "journaled"):
-                    ask.lose("its decision was lost in a database crash", True)
-        self.shadow.vanished.clear()
-        found += invariants.no_divergence(now, self.asks)
-        found += invariants.remote_truth(now)
-        found += self._lease_checks(now)
-        found += self._claim_checks(now)
-        found += self._lease_changes(self.previous, now)
-        self.previous = now
-        self.moved.clear()
-        raise_if(found)
-
-    def _lease_checks(self, now: Snapshot) -> list[Violation]:
-        """Nothing a fenced worker starts, and no lease kept alive past its owner's death."""
-        found: list[Violation] = []
-        for w in self.workers:
-            if w.fenced_after is not None:
-                for a in now.answers:
-                    if a.seq > w.fenced_after and a.generation == w.generation and a.run == w.run:
-                        found.append(
-                            Violation(
-                                "fenced_act",
-                                w.run,
-                                None,
-                                f"{w.label} sent {a.key} (answered {a.answer}) after its own "
-                                "heartbeat had found the run taken over",
-                            )
-                        )
-                        w.fenced_after = a.seq
-            row = now.runs.get(w.run)
-            if w.alive or row is None or row.status != "running" or row.owner != w.pilot.owner:
-                continue
-            if row.generation != w.generation or w.lease_until is None:
-                continue
-            if row.lease_expires_at is not None and row.lease_expires_at > w.lease_until:
-                found.append(
-                    Violation(
-                        "stranded",
-                        w.run,
-                        None,
-                        f"its owner {w.label} is gone, but its lease was extended to "
-                        f"{row.lease_expires_at:%H:%M:%S} past the {w.lease_until:%H:%M:%S} "
-                        "its owner last set: nobody else may renew it",
-                    )
-                )
-        return found
-
-    def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
-        """Between two claims a run's lease changes only by the hand of its owner."""
-        found: list[Violation] = []
-        if before is None:
-            return found
-        owners = {w.pilot.owner: w for w in self.workers}
-        for run, old in before.runs.items():
-            new = now.runs.get(run)
-            if new is None or new.generation != old.generation or old.owner is None:
-                continue
-            same = (new.owner, new.lease_expires_at) == (old.owner, old.lease_expires_at)
-            holder = owners.get(old.owner)
-            if same or holder is None or holder.label in self.moved:
-                continue
-            movers = ", ".join(sorted(self.moved)) or "nobody"
-            found.append(
-                Violation(
-                    "lease_integrity",
-                    run,
-                    None,
-                    f"its lease, held by {holder.label} (generation {old.generation}), went from "
-                    f"{old.owner} until {old.lease_expires_at} to {new.owner} until "
-                    f"{new.lease_expires_at} while only {movers} ran: only the owner may "
-                    "renew or let go of its lease",
-                )
-            )
-        return found
-
-    def _claim_checks(self, now: Snapshot) -> list[Violation]:
-        """Every claim recorded its reason truthfully (schema.sql, run_claims.reason)."""
-        found: list[Violation] = []
-        alive = {w.pilot.owner for w in self.workers if w.alive}
-        before = self.previous.runs if self.previous is not None else {}
-        for c in now.claims:
-            if (c.run, c.generation) in self.claims_seen:
-                continue
-            self.claims_seen.add((c.run, c.generation))
-            wrong = ""
-            prior = before.get(c.run)
-            backoff = prior.lease_expires_at if prior is not None and prior.owner is None else None
-            if backoff is not None and backoff > self.clock_now:
-                wrong = f"took the run during its backoff (claimable from {backoff:%H:%M:%S})"
-            elif c.reason == "expired" and not c.lapsed:
-                wrong = f"claimed {c.previous_owner}'s lease as expired while it still ran"
-            elif c.reason == "owner_dead" and c.previous_owner in alive:
-                wrong = f"recorded {c.previous_owner} as proved dead while its worker lives"
-            elif c.reason in ("first", "handed_back") and c.previous_owner is not None:
-                wrong = f"recorded a claim from {c.previous_owner} as {c.reason}"
-            if wrong:
-                found.append(
-                    Violation(
-                        "claim_truth", c.run, None, f"generation {c.generation}'s claim {wrong}"
-                    )
-                )
-        return found
-
-    def check_final(self) -> None:
-        now = self.observe()
-        found = list(self.problems)
-        self.problems.clear()
-        found += baseline.settled(now, list(self.started), self.baseline(), self.asks)
-        for w in self.workers:
-            if w.alive:
-                found.append(Violation("settled", w.run, None, f"{w.label} is still alive"))
-        raise_if(found)

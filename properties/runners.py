@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
+from .disruptions import CrashableServer
 from .minimise import first_failure
 from .pilots import ConnectionPool, Pilot, Start, ThreadPilot
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
-from .runner import CrashableServer, ScheduleRunner
+from .runner import ScheduleRunner
 from .server import SuiteDatabase
 
 __all__ = ["InProcessRunner", "ProcessRunner", "first_failure", "make_runner", "suite_database"]
@@ -61,8 +62,8 @@ class InProcessRunner(ScheduleRunner):
             pool=self._pool,
             settings=self.settings,
             variant=self.variant,
-            model_transport=self._remotes.model_transport,
-            cloud_transport=self._remotes.cloud_transport,
+            transports=self._remotes.transports,
+            support_url=self._remotes.support_url,
         )
 
 
@@ -96,6 +97,7 @@ class ProcessRunner(ScheduleRunner):
             url=self.url,
             settings=self.settings,
             variant=self.variant,
+            support_url=self.remotes.support_url,
             spawn=self.spawn,
             log_path=self.log_dir / "workers.log",
         )

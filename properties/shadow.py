@@ -10,8 +10,9 @@ After every event the new snapshot is compared with what was seen before:
 - across a **database crash** the same holds for everything the protocol makes durable
   before acting on it (decisions, intents, status changes, claims). A confirm is the one
   row the protocol lets a crash take back (it commits without waiting for the flush):
-  it may revert to its intent, and then its re-send must be answered ``already_done``
-  with the result that was lost.
+  it may revert to its intent, and then its contract must bring the lost result back
+  unchanged: a keyed re-send answered ``already_done``, a checked call's check ``found``,
+  a read read again, a ``once`` call confirmed by an operator.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from dataclasses import dataclass, field
 
 from .observe import CallRow, DecisionRow, Snapshot
 from .violations import Violation
+
+# How each contract brings back a confirm a database crash took: the remote status then.
+RECOVERED = {"keyed": "already_done", "checked": "found", "read": "read", "once": "operator"}
 
 
 def decision_may_vanish(now: Snapshot, run: str, seq: int) -> bool:
@@ -114,14 +118,15 @@ class Shadow:
                 continue
             del self.lost_confirms[run, seq]
             same = (new.result or {}).get("id") == (lost.result or {}).get("id")
-            if new.remote_status != "already_done" or not same:
+            if new.remote_status != RECOVERED.get(new.effect) or not same:
                 found.append(
                     Violation(
                         "lost_state",
                         run,
                         seq,
-                        f"the confirm {_c(lost)} was lost in a database crash; its re-send "
-                        f"must be answered already_done with the same result, got {_c(new)}",
+                        f"the confirm {_c(lost)} ({new.effect}) was lost in a database crash; "
+                        f"it must come back {RECOVERED.get(new.effect)} with the same result, "
+                        f"got {_c(new)}",
                     )
                 )
         return found
@@ -158,6 +163,8 @@ class Shadow:
                 if old is None and c.generation < floor:
                     found.append(_stale(run, seq, "intent", c.generation, floor))
                 confirmed_now = c.state == "confirmed" and (old is None or old.state != "confirmed")
+                if c.remote_status == "operator" and c.confirm_generation is None:
+                    continue  # an operator's confirm: no worker wrote it (remote_truth checks it)
                 if confirmed_now and (c.confirm_generation or 0) < floor:
                     found.append(_stale(run, seq, "confirm", c.confirm_generation or 0, floor))
         return found

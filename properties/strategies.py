@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from agent_runtime.crash import CRASH_POINTS
 
+from .agents import DEFAULT_KIND, KINDS
 from .events import MODEL_FAULTS, RUNS, Event
 
 _RUN = st.integers(0, RUNS - 1)
@@ -21,7 +22,9 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
     """One event. ``drop_after=False`` leaves out the faults that cost real time in the
     process runner (a dropped answer, or a cloud slower than the tool timeout, is waited
     for until the client times out)."""
-    on_run = st.sampled_from(("step", "resume", "restart", "drop_connection", "heartbeat"))
+    on_run = st.sampled_from(
+        ("step", "resume", "restart", "drop_connection", "heartbeat", "resolve")
+    )
     crash = st.builds(
         lambda run, point, seq, kill: Event(op="crash", run=run, point=point, seq=seq, kill=kill),
         _RUN,
@@ -67,14 +70,19 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
 @st.composite
 def _schedule(draw: st.DrawFn, max_events: int, drop_after: bool) -> list[Event]:
     """Events that mostly apply: run events pick among the runs started so far."""
+
+    def kind() -> str | None:
+        chosen = draw(st.sampled_from(KINDS))
+        return None if chosen == DEFAULT_KIND else chosen
+
     started = [0]
-    out = [Event(op="start", run=0)]
+    out = [Event(op="start", run=0, agent=kind())]
     for _ in range(draw(st.integers(0, max_events))):
         event = draw(events(drop_after=drop_after))
         if event.op == "start":
             if len(started) < RUNS:
                 started.append(len(started))
-                out.append(Event(op="start", run=started[-1]))
+                out.append(Event(op="start", run=started[-1], agent=kind()))
             continue
         if event.run is not None and event.run not in started:
             event = Event.from_json({**event.to_json(), "run": started[event.run % len(started)]})

@@ -13,11 +13,21 @@ VACUUM runs, decisions, tool_calls, run_claims;
 -- Everything observable in the journal at one instant, one row per run.
 SELECT r.id, r.status, r.owner, r.generation, r.llm_calls, r.failure, r.lease_expires_at,
        coalesce((SELECT jsonb_agg(jsonb_build_array(d.seq, d.tool, d.args, d.llm_call,
-                                                    d.generation) ORDER BY d.seq)
+                                                    d.generation, d.call_id) ORDER BY d.seq)
                  FROM decisions d WHERE d.run_id = r.id), '[]') AS decisions,
+       coalesce((SELECT jsonb_agg(jsonb_build_array(
+                            a.llm_call,
+                            coalesce((SELECT jsonb_agg(tc->>'id' ORDER BY i)
+                                      FROM jsonb_array_elements(
+                                               CASE jsonb_typeof(a.message->'tool_calls')
+                                               WHEN 'array' THEN a.message->'tool_calls'
+                                               ELSE '[]' END) WITH ORDINALITY AS x(tc, i)),
+                                     '[]')) ORDER BY a.llm_call)
+                 FROM model_answers a WHERE a.run_id = r.id), '[]') AS answers,
        coalesce((SELECT jsonb_agg(jsonb_build_array(t.seq, t.idem_key, t.state, t.result,
                                                     t.remote_status, t.generation,
-                                                    t.confirm_generation) ORDER BY t.seq)
+                                                    t.confirm_generation, t.effect)
+                                 ORDER BY t.seq)
                  FROM tool_calls t WHERE t.run_id = r.id), '[]') AS calls,
        coalesce((SELECT jsonb_agg(jsonb_build_array(c.generation, c.owner, c.previous_owner,
                                                     c.previous_expired_at <= c.claimed_at,
@@ -45,3 +55,6 @@ SELECT pg_terminate_backend(%(pid)s) AS terminated;
 
 -- name: backend_alive
 SELECT 1 AS alive FROM pg_stat_activity WHERE pid = %(pid)s;
+
+-- name: calls_in_doubt
+SELECT seq FROM tool_calls WHERE run_id = %(run)s AND state = 'intent' ORDER BY seq;

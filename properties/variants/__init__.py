@@ -39,6 +39,15 @@ variant                    kind                    what is broken
                                                    step, skipping one never acted on
 ``history_join_any_run``   missing join column     the history join matches calls by step only,
                                                    picking up other runs' calls
+``check_skipped``          contract ignored        a restart re-sends a checked call without
+                                                   asking the remote first
+``once_resent``            contract confused       a restart re-sends a stranded once call as
+                                                   if it were keyed, instead of parking the run
+``unchecked_send``         ownership check         no ownership check before a checked or once
+                                                   call, whose remote fences nothing
+``parked_claimable``       status list             the sweep claims a run that needs attention
+``answer_first_call_only`` lost element            a restart reads back one decision per model
+                                                   answer: an answer's later calls are forgotten
 =========================  ======================  ===========================================
 """
 
@@ -65,6 +74,10 @@ def runtime_claim(conn: db.Connection, params: Mapping[str, Any]) -> list[db.Row
 
 def careless_claim(conn: db.Connection, params: Mapping[str, Any]) -> list[db.Row]:
     return sqlfile.rows(conn, "careless_claim_expired", params)
+
+
+def parked_claim(conn: db.Connection, params: Mapping[str, Any]) -> list[db.Row]:
+    return sqlfile.rows(conn, "parked_claim_expired", params)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +196,36 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="missing join column",
             summary="the restart's history join matches calls by step number only",
             journal=journals.JoinedHistoryJournal,
+        ),
+        Variant(
+            name="check_skipped",
+            kind="contract ignored",
+            summary="a restart re-sends a checked call without asking the remote first",
+            worker=workers.CheckBlindWorker,
+        ),
+        Variant(
+            name="once_resent",
+            kind="contract confused",
+            summary="a restart re-sends a stranded once call as if it were keyed",
+            worker=workers.OnceAsKeyedWorker,
+        ),
+        Variant(
+            name="unchecked_send",
+            kind="ownership check",
+            summary="no ownership check before a call whose remote fences nothing",
+            worker=workers.OwnerBlindSendWorker,
+        ),
+        Variant(
+            name="parked_claimable",
+            kind="status list",
+            summary="the supervisor's sweep claims a run that needs attention",
+            claim=parked_claim,
+        ),
+        Variant(
+            name="answer_first_call_only",
+            kind="lost element",
+            summary="a restart reads back one decision per model answer, forgetting the rest",
+            journal=journals.FirstCallJournal,
         ),
     )
 }

@@ -6,6 +6,7 @@ the database (the statements are in ``properties/sql/variants.sql``), nothing el
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -174,3 +175,20 @@ class JoinedHistoryJournal(Journal):
                     confirmed_at=row["confirmed_at"],
                 )
         return History(decisions=decisions, calls=calls)
+
+
+class FirstCallJournal(Journal):
+    """answer_first_call_only: a restart reads back one decision per model answer (a
+    history keyed by the answer, not by the step), so the later calls of an answer with
+    several are forgotten; a worker that decided them itself still acts on all of them."""
+
+    def history(self, run_id: str) -> History:
+        full = super().history(run_id)
+        seen: set[int] = set()
+        kept: dict[int, Decision] = {}
+        for seq in sorted(full.decisions):
+            d = full.decisions[seq]
+            if d.llm_call not in seen:
+                seen.add(d.llm_call)
+                kept[seq] = d
+        return replace(full, decisions=kept)

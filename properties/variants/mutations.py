@@ -67,6 +67,12 @@ EDITS: Final[dict[str, Edit]] = {
         replacement="",
         why="the sweep's lease predicate dropped: live leases and backoffs claimed",
     ),
+    "parked_claim_expired": Edit(
+        base="claim_expired",
+        pattern=r"WHERE status IN \('pending', 'running'\)",
+        replacement="WHERE status IN ('pending', 'running', 'needs_attention')",
+        why="the sweep's status list grew by one: a run parked for an operator is claimed",
+    ),
     "overwrite_decision": Edit(
         base="record_decision",
         pattern=r"\nRETURNING seq, llm_call, decided_at$",

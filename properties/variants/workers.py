@@ -21,7 +21,7 @@ from agent_runtime.conversation import DONE
 from agent_runtime.errors import RemoteUnavailable
 from agent_runtime.provisioning import make_tools
 from agent_runtime.records import Decision, History, Lease, ToolCall, idempotency_key
-from agent_runtime.tooldef import Call, Tool
+from agent_runtime.tooldef import Call, Result, Tool
 from agent_runtime.worker import Outcome, Worker
 
 from .journals import fenced
@@ -73,6 +73,55 @@ class EagerConfirmActor(Actor):
 
 class EagerConfirmWorker(Worker):
     actor_class = EagerConfirmActor
+
+
+class CheckBlindActor(Actor):
+    """check_skipped: a restart sends a stranded checked call again without asking the
+    remote first (the check runs only for a retry within one attempt loop)."""
+
+    def _attempts(
+        self,
+        lease: Lease,
+        tool: Tool,
+        context: Call,
+        args: dict[str, Any],
+        call: ToolCall,
+        *,
+        checking: bool,
+    ) -> tuple[str, Result]:
+        return super()._attempts(lease, tool, context, args, call, checking=False)
+
+
+class CheckBlindWorker(Worker):
+    actor_class = CheckBlindActor
+
+
+class OnceAsKeyedActor(Actor):
+    """once_resent: a restart dispatches a stranded intent on the effect the decision's tool
+    *would* have if it were keyed: a once call is re-sent instead of parked."""
+
+    def act(
+        self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
+    ) -> ToolCall:
+        if call is not None and call.effect == "once":
+            call = dataclasses.replace(call, effect="keyed")
+        return super().act(lease, tools, decision, call)
+
+
+class OnceAsKeyedWorker(Worker):
+    actor_class = OnceAsKeyedActor
+
+
+class OwnerBlindSendActor(Actor):
+    """unchecked_send: no "do I still own the run?" before a checked or once call, whose
+    remote fences nothing: a worker that lost its run while at the gate still sends."""
+
+    def _still_owner(self, lease: Lease, tool: Tool, call: ToolCall) -> None:
+        return None
+
+
+class OwnerBlindSendWorker(Worker):
+    actor_class = OwnerBlindSendActor
 
 
 class HeartbeatDeafWorker(Worker):
@@ -191,6 +240,8 @@ class _PatchedClientWorker(Worker):
     client: type[CloudClient] = CloudClient
 
     def tools_for(self, agent: Agent) -> dict[str, Tool]:
+        if agent.tools is not make_tools:  # not a cloud agent: its own tools, unpatched
+            return super().tools_for(agent)
         tools = self._tools.get(agent.name)
         if tools is None:
             made = make_tools(self.wiring(), client=self.client)

@@ -1,0 +1,209 @@
+"""The runner's checks: every invariant after every event, and the end state at teardown.
+
+:class:`Checks` is the half of the schedule runner that judges. After every event
+:meth:`Checks.check` takes one snapshot and runs the invariants of
+:mod:`properties.invariants`, :mod:`properties.shadow` and :mod:`properties.accounting`,
+plus those only the runner can judge, because it knows who ran between two snapshots:
+
+- **fenced_act**: a worker whose heartbeat found its run taken over sends nothing more;
+- **stranded**: no lease is extended past the death of its owner;
+- **lease_integrity**: between two claims a lease changes only by its owner's hand;
+- **claim_truth**: every claim records its reason truthfully, none during a backoff;
+- **parked_acted**: a run that needs attention stays exactly as it was parked (no
+  decision, no call, no model answer, no request to any remote, no claim) until an
+  operator resolves it.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import datetime
+
+from . import baseline, invariants
+from .baseline import Baseline
+from .driving import Driving
+from .observe import Snapshot, snapshot
+from .shadow import Shadow
+from .violations import Violation, raise_if
+
+
+class Checks(Driving):
+    """The invariants the runner checks; :class:`~properties.runner.ScheduleRunner` applies
+    the events between two checks."""
+
+    shadow: Shadow
+    gen_before: dict[str, int]
+    last: Snapshot | None
+    previous: Snapshot | None
+    claims_seen: set[tuple[str, int]]
+    clock_now: datetime
+    resolved: set[str]  # runs an operator resolved since the last check
+
+    @abstractmethod
+    def baselines(self) -> dict[str, Baseline]:
+        """Each started run's crash-free baseline (its kind's)."""
+
+    def observe(self) -> Snapshot:
+        return snapshot(self.conn, self.remotes)
+
+    def check(self) -> None:
+        """The invariants after an event; raises the violations found."""
+        now = self.observe()
+        self.last = now
+        self.known = {run: (row.owner, row.generation) for run, row in now.runs.items()}
+        found = list(self.problems)
+        self.problems.clear()
+        found += invariants.no_duplicate_effect(now)
+        found += self.shadow.check_and_update(now, self.gen_before)
+        for run, seq in self.shadow.vanished:  # a crash took the decision back
+            for ask in self.asks:
+                if (ask.run, ask.seq, ask.fate) == (run, seq, "journaled"):
+                    ask.lose("its decision was lost in a database crash", True)
+        self.shadow.vanished.clear()
+        found += invariants.no_divergence(now, self.asks)
+        found += invariants.remote_truth(now)
+        found += invariants.parked_truth(now)
+        found += self._lease_checks(now)
+        found += self._claim_checks(now)
+        found += self._lease_changes(self.previous, now)
+        found += self._parked_checks(self.previous, now)
+        self.previous = now
+        self.moved.clear()
+        self.resolved.clear()
+        raise_if(found)
+
+    def _lease_checks(self, now: Snapshot) -> list[Violation]:
+        """Nothing a fenced worker starts, and no lease kept alive past its owner's death."""
+        found: list[Violation] = []
+        for w in self.workers:
+            if w.fenced_after is not None:
+                for a in now.answers:
+                    after = a.seq > w.fenced_after.get(a.remote, 0)
+                    if after and a.generation == w.generation and a.run == w.run:
+                        found.append(
+                            Violation(
+                                "fenced_act",
+                                w.run,
+                                None,
+                                f"{w.label} sent {a.key} (answered {a.answer}) after its own "
+                                "heartbeat had found the run taken over",
+                            )
+                        )
+                        w.fenced_after[a.remote] = a.seq
+            row = now.runs.get(w.run)
+            if w.alive or row is None or row.status != "running" or row.owner != w.pilot.owner:
+                continue
+            if row.generation != w.generation or w.lease_until is None:
+                continue
+            if row.lease_expires_at is not None and row.lease_expires_at > w.lease_until:
+                found.append(
+                    Violation(
+                        "stranded",
+                        w.run,
+                        None,
+                        f"its owner {w.label} is gone, but its lease was extended to "
+                        f"{row.lease_expires_at:%H:%M:%S} past the {w.lease_until:%H:%M:%S} "
+                        "its owner last set: nobody else may renew it",
+                    )
+                )
+        return found
+
+    def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
+        """Between two claims a run's lease changes only by the hand of its owner."""
+        found: list[Violation] = []
+        if before is None:
+            return found
+        owners = {w.pilot.owner: w for w in self.workers}
+        for run, old in before.runs.items():
+            new = now.runs.get(run)
+            if new is None or new.generation != old.generation or old.owner is None:
+                continue
+            same = (new.owner, new.lease_expires_at) == (old.owner, old.lease_expires_at)
+            holder = owners.get(old.owner)
+            if same or holder is None or holder.label in self.moved:
+                continue
+            movers = ", ".join(sorted(self.moved)) or "nobody"
+            found.append(
+                Violation(
+                    "lease_integrity",
+                    run,
+                    None,
+                    f"its lease, held by {holder.label} (generation {old.generation}), went from "
+                    f"{old.owner} until {old.lease_expires_at} to {new.owner} until "
+                    f"{new.lease_expires_at} while only {movers} ran: only the owner may "
+                    "renew or let go of its lease",
+                )
+            )
+        return found
+
+    def _claim_checks(self, now: Snapshot) -> list[Violation]:
+        """Every claim recorded its reason truthfully (schema.sql, run_claims.reason)."""
+        found: list[Violation] = []
+        alive = {w.pilot.owner for w in self.workers if w.alive}
+        before = self.previous.runs if self.previous is not None else {}
+        for c in now.claims:
+            if (c.run, c.generation) in self.claims_seen:
+                continue
+            self.claims_seen.add((c.run, c.generation))
+            wrong = ""
+            prior = before.get(c.run)
+            backoff = prior.lease_expires_at if prior is not None and prior.owner is None else None
+            if backoff is not None and backoff > self.clock_now:
+                wrong = f"took the run during its backoff (claimable from {backoff:%H:%M:%S})"
+            elif c.reason == "expired" and not c.lapsed:
+                wrong = f"claimed {c.previous_owner}'s lease as expired while it still ran"
+            elif c.reason == "owner_dead" and c.previous_owner in alive:
+                wrong = f"recorded {c.previous_owner} as proved dead while its worker lives"
+            elif c.reason in ("first", "handed_back") and c.previous_owner is not None:
+                wrong = f"recorded a claim from {c.previous_owner} as {c.reason}"
+            if wrong:
+                found.append(
+                    Violation(
+                        "claim_truth", c.run, None, f"generation {c.generation}'s claim {wrong}"
+                    )
+                )
+        return found
+
+    def _parked_checks(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
+        """A parked run does nothing on its own: it stays as it was until resolved."""
+        found: list[Violation] = []
+        if before is None:
+            return found
+        for run, old in before.runs.items():
+            new = now.runs.get(run)
+            if old.status != "needs_attention" or new is None or run in self.resolved:
+                continue
+            changed = []
+            if new.status != old.status or new.generation != old.generation:
+                changed.append(f"went to {new.status} at generation {new.generation}")
+            if now.decisions.get(run) != before.decisions.get(run):
+                changed.append("its decisions changed")
+            if now.calls.get(run) != before.calls.get(run):
+                changed.append("its calls changed")
+            if now.model_calls.get(run, 0) != before.model_calls.get(run, 0):
+                changed.append("the model was asked")
+            sent = [a for a in now.answers if a.run == run]
+            if len(sent) != len([a for a in before.answers if a.run == run]):
+                changed.append(f"a remote answered it ({sent[-1].key}: {sent[-1].answer})")
+            if changed:
+                found.append(
+                    Violation(
+                        "parked_acted",
+                        run,
+                        None,
+                        "the run needs attention and nobody resolved it, yet "
+                        + "; ".join(changed)
+                        + ": a parked run must not act on its own",
+                    )
+                )
+        return found
+
+    def check_final(self) -> None:
+        now = self.observe()
+        found = list(self.problems)
+        self.problems.clear()
+        found += baseline.settled(now, self.baselines(), self.asks)
+        for w in self.workers:
+            if w.alive:
+                found.append(Violation("settled", w.run, None, f"{w.label} is still alive"))
+        raise_if(found)

@@ -1,0 +1,148 @@
+"""The events that disrupt a schedule from outside its workers, and the operator's hand.
+
+:class:`Disruptions` is the part of the schedule runner that arms the remotes' fault knobs
+(``cloud_fault`` arms the cloud's and the support desk's alike), the model's bad answers,
+cuts a worker's database connection, crashes PostgreSQL itself, and resolves a parked run
+the way a careful operator would (``resolve``).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from agent_runtime.config import Settings
+from agent_runtime.operator.actions import resolve_call
+
+from . import sqlfile
+from .checks import Checks
+from .driving import WorkerRec
+from .events import Event
+from .pilots import Gate
+
+DROP_WAIT: Final = 5.0  # seconds a terminated backend may take to disappear
+
+
+class CrashableServer(Protocol):
+    """A PostgreSQL the runner may crash (``properties.server.SuiteDatabase``)."""
+
+    def crash(self) -> None:
+        """Stop the server hard (no flush, no checkpoint) and start it again."""
+
+
+class Disruptions(Checks):
+    """Faults, connection drops, database crashes and the operator, as schedule events."""
+
+    server: CrashableServer | None
+    settings: Settings
+
+    @abstractmethod
+    def _reconnect(self) -> None:
+        """A new connection of the runner's own after its old one died."""
+
+    @staticmethod
+    def _at(e: Event) -> Callable[[Gate], bool]:
+        return lambda g: g.point == e.point and (e.seq is None or g.seq == e.seq)
+
+    def _to_gate(self, w: WorkerRec, e: Event) -> str | None:
+        """Drive ``w`` to the event's gate and pause it there; None if it is there already."""
+        match = self._at(e)
+        if w.gate is not None and match(w.gate):
+            return None
+        result = self._drive(w, lambda g: "pause" if match(g) else "go")
+        return None if w.alive else f"{result} (never reached {e.point})"
+
+    def _on_cloud_fault(self, e: Event) -> str:
+        knobs = self.remotes.cloud_faults()
+        assert e.fault is not None
+        if e.fault == "latency":
+            seconds = e.seconds or 0.0
+            self.remotes.set_cloud_faults(latency=seconds)
+            if seconds >= self.settings.tool_timeout:
+                self.cloud_faults_armed = True  # every attempt times out: RemoteUnavailable
+        else:
+            self.cloud_faults_armed = True
+            self.remotes.set_cloud_faults(**{e.fault: int(knobs[e.fault]) + (e.n or 1)})
+        self._count_fault(f"cloud {e.fault}")
+        return "armed"
+
+    def _on_model_fault(self, e: Event) -> str:
+        knobs = self.remotes.model_faults()
+        assert e.fault is not None
+        self.bad_answers_issued += e.n or 1
+        self.remotes.set_model_faults(**{e.fault: int(knobs[e.fault]) + (e.n or 1)})
+        self._count_fault(f"model {e.fault}")
+        return "armed"
+
+    def _on_drop_connection(self, e: Event) -> str:
+        run = e.run_name
+        waiting = self.waiting.get(run) or []
+        w = self.active.get(run) or (waiting[-1] if waiting else None)
+        if w is None or w.pilot.backend_pid is None or w.dropped:
+            return "skipped (no live worker connection)"
+        pid = w.pilot.backend_pid
+        sqlfile.rows(self.conn, "terminate_backend", {"pid": pid})
+        deadline = time.monotonic() + DROP_WAIT
+        while sqlfile.one(self.conn, "backend_alive", {"pid": pid}) is not None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"backend {pid} of {w.label} outlived pg_terminate_backend")
+            time.sleep(0.002)
+        self._mark_dropped(w)
+        self._count_fault("database connection dropped")
+        return f"terminated the connection of {w.label}"
+
+    def _on_db_crash(self, e: Event) -> str:
+        if self.server is None:
+            return "skipped (this runner's database cannot be crashed)"
+        where = ""
+        w = self.active.get(e.run_name) if e.run is not None else None
+        if e.point is not None and w is not None:
+            ended = self._to_gate(w, e)
+            if ended is not None:
+                return ended
+            assert w.gate is not None
+            where = f" with {w.label} at {w.gate.point} seq={w.gate.seq}"
+        self.conn.close()
+        self.server.crash()
+        self._reconnect()
+        for live in self.workers:
+            if live.alive:
+                self._mark_dropped(live)
+        self.shadow.database_crashed()
+        self.stats.db_crashes += 1
+        self.on_event("database crash")
+        return f"the database crashed and came back{where}"
+
+    def _on_resolve(self, e: Event) -> str:
+        run = e.run_name
+        if self._status(run) != "needs_attention":
+            return "skipped (the run does not need attention)"
+        if any(w.alive for w in self.workers if w.run == run):
+            return "skipped (a worker of the run is alive: an operator waits for it to die)"
+        return self._resolve(run)
+
+    def _resolve(self, run: str) -> str:
+        """What a careful operator does with the call in doubt: ask the desk whether the
+        email went out; confirm it with the delivery if it did, redo it if not."""
+        doubt = sorted(c["seq"] for c in sqlfile.rows(self.conn, "calls_in_doubt", {"run": run}))
+        if not doubt:
+            return "nothing in doubt"
+        seq = doubt[0]
+        key = f"{run}:{seq}"
+        sent = [row for row in self.remotes.desk_rows() if row.key == key]
+        if sent:
+            delivered = {**sent[0].result, "status": "delivered"}
+            resolve_call(self.conn, run, seq, "confirm", result=delivered, reason="delivered")
+            how = f"confirmed {key} with {sent[0].id}"
+        else:
+            resolve_call(self.conn, run, seq, "redo", reason="the desk delivered nothing")
+            how = f"redo of {key}"
+        self.resolved.add(run)
+        self.stats.count("operator " + how.split()[0])
+        return f"an operator resolved the run: {how}"
+
+    def _count_fault(self, label: str) -> None:
+        self.stats.count(label)
+        self.on_event(f"fault: {label}")
