@@ -174,8 +174,13 @@ class Checks(Driving):
             if old.status != "needs_attention" or new is None or run in self.resolved:
                 continue
             changed = []
-            if new.status != old.status or new.generation != old.generation:
-                changed.append(f"went to {new.status} at generation {new.generation}")
+            if new.generation != old.generation:
+                changed.append(
+                    f"it was claimed (generation {old.generation} -> {new.generation}) and is "
+                    f"now {new.status}"
+                )
+            elif new.status != old.status:
+                changed.append(f"it went from {old.status} to {new.status}")
             if now.decisions.get(run) != before.decisions.get(run):
                 changed.append("its decisions changed")
             if now.calls.get(run) != before.calls.get(run):

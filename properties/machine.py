@@ -43,6 +43,7 @@ from hypothesis.stateful import (
 
 from agent_runtime.crash import CRASH_POINTS
 
+from . import scope
 from .agents import DEFAULT_KIND, KINDS
 from .driving import Stats
 from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
@@ -385,6 +386,7 @@ class Exploration:
     error: Exception | None
     saved: list[tuple[Path, Schedule]]
     found_after: int | None = None  # examples run before the first failure came
+    scope_tried: int = 0  # schedules of the small scope replayed first
 
     @property
     def examples(self) -> int:
@@ -420,9 +422,11 @@ def explore(
     failures_dir: Path = FAILURES,
     progress: Progress | None = None,
     shrink_budget: float = SHRINK_BUDGET,
+    small_scope: bool = True,
     **overrides: object,
 ) -> Exploration:
-    """Run the machine over ``runner`` under ``profile``; never raises the finding itself."""
+    """The small scope's grid (:mod:`properties.scope`), then the machine over ``runner``
+    under ``profile``; never raises the finding itself."""
     machine = bind(
         runner,
         name=name,
@@ -434,6 +438,27 @@ def explore(
     runner.warm()  # every kind's baseline now: computing one resets the journal
     runner.stats = Stats()
     began = time.monotonic()
+    if small_scope:
+        runner.on_event = _no_event  # not inside Hypothesis yet
+        swept = scope.sweep(runner, name=name, profile=profile, failures_dir=failures_dir)
+        if swept.finding is not None:
+            print(
+                report("failing schedule (small scope)", swept.finding.schedule, swept.finding.path)
+            )
+            return Exploration(
+                profile=profile,
+                seed=seed,
+                elapsed=time.monotonic() - began,
+                stats=runner.stats,
+                error=swept.finding.error,
+                saved=[(swept.finding.path, swept.finding.schedule)],
+                found_after=swept.finding.tried,
+                scope_tried=swept.tried,
+            )
+        scope_tried = swept.tried
+        runner.stats = Stats()  # the machine's own coverage, apart from the grid's
+    else:
+        scope_tried = 0
     error: Exception | None = None
     try:
         with shrinking_within(shrink_budget):
@@ -452,4 +477,5 @@ def explore(
         error=error,
         saved=saved,
         found_after=machine.found_after,
+        scope_tried=scope_tried,
     )

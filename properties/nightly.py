@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name=f"nightly-{shard}-{seed}",
                 failures_dir=args.failures,
                 progress=progress,
+                small_scope=not rounds,  # the grid is the same every round: once suffices
                 max_examples=min(args.round_examples, args.schedules - totals["examples"]),
             )
             for key in totals:

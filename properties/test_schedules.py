@@ -53,7 +53,8 @@ def test_crash_schedules_keep_every_invariant(
     print(
         f"properties: profile={result.profile} seed={result.seed} examples={result.examples} "
         f"events={s.events} crashes={s.crashes} restarts={s.restarts} "
-        f"db_crashes={s.db_crashes} zombies={s.zombies} {result.elapsed:.1f}s\n"
+        f"db_crashes={s.db_crashes} zombies={s.zombies} small_scope={result.scope_tried} "
+        f"{result.elapsed:.1f}s\n"
         f"  crashes per point: {s.fired}\n  faults: {s.faults}"
     )
     if result.error is not None:

@@ -1,0 +1,132 @@
+"""The small scope: every single-disruption schedule of every kind of run, tried in order.
+
+Random generation is good at long, tangled schedules and poor at covering a grid: under
+the ``ci`` profile a crash at ``after_call`` of a support run's third step -- the one
+schedule a check skipped at restart needs -- came up in none of 300 examples. Most
+protocol bugs need exactly one disruption at exactly one place, so before Hypothesis
+starts, :func:`sweep` replays each of these, for every kind of run, every step of its
+crash-free baseline and every crash point of that step:
+
+- ``crash``: the worker dies there, a new one takes over, and a supervisor's sweep comes
+  by (it must leave the new owner's live lease, and a parked run, alone);
+- ``overtaken``: the worker freezes there past its lease, the sweep hands the run to a
+  new worker which does the step, and then the old one wakes;
+- ``outpaced``: the worker waits there alive, a restart takes the run over, the old
+  worker's heartbeat finds out, and it goes on;
+- ``db_crash``: the database crashes while the worker waits there.
+
+A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``), already as
+short as it can be; the grid is the same every run: 4 kinds x 4 steps x 7 points x 3
+stories, and the database crash at the three points where the journal differs, minus the
+points a step never reaches (about 330 schedules).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from agent_runtime.crash import CRASH_POINTS
+
+from .agents import KINDS
+from .events import Event, Schedule
+from .minimise import first_failure
+from .runner import ScheduleRunner
+
+STORIES: Final = ("crash", "overtaken", "outpaced", "db_crash")
+DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
+# A database crash sees only what is written: the journal is the same at before_decide as
+# at the previous after_confirm, at after_decide_before_journal as at before_decide, at
+# before_intent as at after_decide, at after_call as at after_intent. One of each suffices.
+WRITTEN_AT: Final = ("after_decide", "after_intent", "after_confirm")
+
+
+def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
+    """One disruption of run r0 (of ``kind``) at ``point`` of step ``seq``."""
+    start = Event(op="start", run=0, agent=kind)
+    if how == "crash":
+        return (
+            start,
+            Event(op="crash", run=0, point=point, seq=seq),
+            Event(op="restart", run=0),
+            Event(op="sweep"),
+        )
+    if how == "overtaken":
+        return (
+            start,
+            Event(op="stall", run=0, point=point, seq=seq),
+            Event(op="sweep"),
+            Event(op="step", run=0),
+            Event(op="resume", run=0),
+        )
+    if how == "outpaced":
+        return (
+            start,
+            Event(op="pause", run=0, point=point, seq=seq),
+            Event(op="restart", run=0),
+            Event(op="heartbeat", run=0),
+            Event(op="resume", run=0),
+        )
+    if how == "db_crash":
+        return (start, Event(op="db_crash", run=0, point=point, seq=seq))
+    raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
+
+
+def grid(
+    runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES
+) -> Iterator[tuple[Event, ...]]:
+    """Every story at every point of every step of every kind's crash-free run."""
+    for how in stories:
+        for kind in KINDS:
+            tools = runner.baseline(kind).tools
+            for seq, tool in enumerate(tools):
+                points = DECIDE_POINTS if tool == "done" else CRASH_POINTS
+                if how == "db_crash":
+                    points = tuple(p for p in points if p in WRITTEN_AT)
+                for point in points:
+                    yield story(kind, how, point, seq)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    path: Path
+    schedule: Schedule
+    error: AssertionError
+    tried: int  # schedules replayed, this one included
+
+
+@dataclass(frozen=True, kw_only=True)
+class Swept:
+    tried: int
+    elapsed: float
+    finding: Finding | None
+
+
+def sweep(runner: ScheduleRunner, *, name: str, profile: str | None, failures_dir: Path) -> Swept:
+    """Replay the grid until a schedule fails; save and report that one."""
+    began = time.monotonic()
+    tried = 0
+    for events in grid(runner):
+        tried += 1
+        error = first_failure(runner, events)
+        if error is None:
+            continue
+        schedule = Schedule(
+            events=events,
+            name=name,
+            variant=None if runner.variant.name == "correct" else runner.variant.name,
+            seed=None,
+            profile=profile,
+            failure=f"{type(error).__name__}: {error}",
+            meta={"runner": runner.mode, "trace": list(runner.trace), "found_by": "scope"},
+        )
+        digest = hashlib.sha1(json.dumps([e.to_json() for e in events]).encode()).hexdigest()
+        path = schedule.save(failures_dir / f"{name}-scope-{digest[:8]}.json")
+        finding = Finding(path=path, schedule=schedule, error=error, tried=tried)
+        return Swept(tried=tried, elapsed=time.monotonic() - began, finding=finding)
+    return Swept(tried=tried, elapsed=time.monotonic() - began, finding=None)
