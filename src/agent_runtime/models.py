@@ -15,9 +15,10 @@ calls is the final one (:data:`DONE`), its text the run's output. Parsing stops 
 shape of the answer; which tool a name means and whether its arguments are valid is the
 worker's to check, against the agent's own tools, before anything is journaled.
 
-Transient failures (a connect error, a 5xx, a timeout) are asked again after exponential
-waits with jitter; a 404 or 405 is :class:`~agent_runtime.errors.WrongEndpoint` (the URL
-names the wrong service), a 401 or 403 a :class:`~agent_runtime.errors.ConfigError`.
+Transient failures (a connect error, a 5xx, a 408 or 429, a timeout) are asked again after
+exponential waits with jitter; a 404 or 405 is :class:`~agent_runtime.errors.WrongEndpoint`
+(the URL names the wrong service), but a 404 ``model_not_found``, a 401 or a 403 is a
+:class:`~agent_runtime.errors.ConfigError` naming ``MODEL_NAME`` or ``MODEL_API_KEY``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from .errors import ConfigError, MalformedAnswer, ModelError, ModelUnavailable
 log = logging.getLogger(__name__)
 
 AUTH_REFUSED = (401, 403)
+# Refusals that say "later", not "no": asked again like a 5xx (the official clients do too).
+TRANSIENT = (408, 429)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,10 +84,14 @@ class _ModelClient(HttpClient):
             except httpx.TimeoutException as exc:
                 problem = f"no answer in time: {exc!r}"
                 continue
+            except httpx.DecodingError as exc:
+                raise MalformedAnswer(
+                    f"the model's answer cannot be decoded as its Content-Encoding says: {exc}"
+                ) from exc
             except httpx.TransportError as exc:
                 problem = f"{exc!r}"
                 continue
-            if response.status_code >= 500:
+            if response.status_code >= 500 or response.status_code in TRANSIENT:
                 error, detail = error_of(response)
                 problem = f"HTTP {response.status_code} {error}: {detail}"
                 continue
@@ -96,6 +103,12 @@ class _ModelClient(HttpClient):
 
     def _json(self, response: httpx.Response) -> Any:
         if response.status_code in WRONG_ENDPOINT:
+            error, detail = error_of(response)
+            if error == "model_not_found":  # the server is right, the model's name is not
+                raise ConfigError(
+                    f"the model server at {self._http.base_url} has no model named as asked "
+                    f"({detail}); check MODEL_NAME (or the agent's model); the run is resumable"
+                )
             raise self._wrong_endpoint(response, "MODEL_URL", "the model")
         if response.status_code in AUTH_REFUSED:
             error, detail = error_of(response)
@@ -195,6 +208,11 @@ def parse_completion(raw: Any) -> Answer:
         if not isinstance(name, str) or not name:
             raise MalformedAnswer(f"tool call {i} of the model's answer names no function")
         text = function.get("arguments") if isinstance(function, dict) else None
+        if text is not None and not isinstance(text, str):
+            raise MalformedAnswer(
+                f"the arguments of the model's call to {name} must be a JSON text (a string), "
+                f"got {type(text).__name__}: {text!r:.200}"
+            )
         try:
             args = json.loads(text) if isinstance(text, str) and text.strip() else {}
         except ValueError:
