@@ -8,13 +8,18 @@ refused by the server, and the run stops resumably saying to check ``MODEL_NAME`
 
 from __future__ import annotations
 
+import http.server
+import json
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from agent_runtime.errors import EXIT_USAGE
+from agent_runtime import config
+from agent_runtime.errors import EXIT_RETRY_LATER, EXIT_USAGE
 
 from .fix_runtime import AGENT_TIMEOUT, Agent, journal_rows
 
@@ -102,3 +107,82 @@ def test_a_model_name_the_server_does_not_know_stops_the_run_resumably_naming_mo
     assert journal_rows(conn, "unknown-model") == {"decisions": [], "calls": []}
     run = conn.execute("SELECT status, owner FROM runs WHERE id = 'unknown-model'").fetchone()
     assert (run["status"], run["owner"]) == ("running", None)
+
+
+class Refusing(http.server.BaseHTTPRequestHandler):
+    """A model server that answers every POST with the status its server names."""
+
+    server: RefusingServer
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", 0))
+        self.rfile.read(length)
+        self.server.seen.append((self.path, self.headers.get("authorization")))
+        status, body = self.server.answer
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the test reads what it saw, not stderr
+
+
+class RefusingServer(http.server.ThreadingHTTPServer):
+    def __init__(self, answer: tuple[int, Any]) -> None:
+        super().__init__(("127.0.0.1", 0), Refusing)
+        self.answer = answer
+        self.seen: list[tuple[str, str | None]] = []
+
+
+@pytest.fixture
+def refusing() -> Iterator[Callable[[int, Any], RefusingServer]]:
+    started: list[RefusingServer] = []
+
+    def start(status: int, body: Any) -> RefusingServer:
+        server = RefusingServer((status, body))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def _url(server: RefusingServer) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}/v1"
+
+
+def test_a_model_that_refuses_the_key_exits_2_naming_model_api_key_and_stays_resumable(
+    agent: Agent, conn: Any, mock_servers: Any, refusing: Callable[[int, Any], RefusingServer]
+) -> None:
+    server = refusing(401, {"error": {"message": "Incorrect API key", "code": "invalid_api_key"}})
+    desk = mock_servers.support_url
+    result = agent.run(
+        "refused-key", *SUPPORT, MODEL_URL=_url(server), MODEL_API_KEY="sk-old", SUPPORT_URL=desk
+    )
+    refused(result, "ConfigError", "HTTP 401 invalid_api_key", "check MODEL_API_KEY")
+    assert server.seen == [("/v1/chat/completions", "Bearer sk-old")]  # asked once, not again
+    assert journal_rows(conn, "refused-key") == {"decisions": [], "calls": []}
+    run = conn.execute("SELECT status, owner FROM runs WHERE id = 'refused-key'").fetchone()
+    assert (run["status"], run["owner"]) == ("running", None)
+
+
+def test_a_model_that_keeps_answering_503_exits_4_after_its_retries_and_stays_resumable(
+    agent: Agent, conn: Any, mock_servers: Any, refusing: Callable[[int, Any], RefusingServer]
+) -> None:
+    server = refusing(503, {"error": {"message": "overloaded", "code": "overloaded"}})
+    desk = mock_servers.support_url
+    result = agent.run("overloaded", *SUPPORT, MODEL_URL=_url(server), SUPPORT_URL=desk)
+    assert result.code == EXIT_RETRY_LATER, result.out
+    assert "Traceback" not in result.out
+    assert len(server.seen) == 1 + config.MODEL_RETRIES
+    assert len(result.lines("model-retry")) == config.MODEL_RETRIES
+    (line,) = [ln for ln in result.out.splitlines() if ln.startswith("ERROR")]
+    assert "ModelUnavailable" in line and "HTTP 503 overloaded" in line and "resumable" in line
+    assert journal_rows(conn, "overloaded") == {"decisions": [], "calls": []}
