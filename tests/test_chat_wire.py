@@ -230,3 +230,46 @@ def _stopped_without_a_trace(conn: db.Connection) -> None:
     row = run.fetchone()
     assert (row["status"], row["owner"]) == ("running", None)
     assert row["failure"].startswith("WrongEndpoint: ")
+
+
+@pytest.mark.parametrize("ids", ["none", "one twice"])
+def test_tool_calls_without_ids_of_their_own_get_ids_their_results_answer(
+    ids: str, conn: db.Connection, tmp_path: Path
+) -> None:
+    inner = model_transport(Model())
+    answered_so_far = []
+
+    def spoil(request: httpx.Request) -> httpx.Response:
+        plain = inner.handle_request(request)
+        body = json.loads(plain.read())
+        answered_so_far.append(plain.status_code)
+        if plain.status_code == 200:
+            for call in body["choices"][0]["message"].get("tool_calls") or []:
+                if ids == "none":
+                    del call["id"]
+                else:  # every call of one answer shares one id
+                    call["id"] = f"call_{len(answered_so_far)}"
+        return httpx.Response(plain.status_code, json=body)
+
+    wire = Recording(httpx.MockTransport(spoil))
+    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
+        worker = Worker.build(
+            Journal(conn),
+            Settings(model_url="http://model/v1"),
+            agents=PARALLEL,
+            transports={"model": wire, "cloud": cloud_transport(cloud)},
+        )
+        try:
+            outcome = worker.run(RUN, agent=PARALLEL)
+        finally:
+            worker.close_clients()
+    assert (outcome.status, outcome.llm_calls) == ("done", 3)  # the mock took every request
+    assert [e.status for e in wire.exchanges] == [200, 200, 200]
+    messages = wire.chat_bodies()[2]["messages"]
+    asked = [c["id"] for m in messages if m["role"] == "assistant" for c in m["tool_calls"]]
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert len(set(asked)) == 3 and answered == asked
+    decisions = conn.execute(
+        "SELECT call_id FROM decisions WHERE run_id = %s AND tool <> 'done' ORDER BY seq", (RUN,)
+    ).fetchall()
+    assert [d["call_id"] for d in decisions] == asked  # the journal keeps the ids it answered

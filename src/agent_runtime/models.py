@@ -10,7 +10,8 @@
 =============  ===============================================================================
 
 Both answer an :class:`Answer`: the message whole (journaled as it came, with the model's
-tool call ids and token usage) and the calls it proposes, in order; an answer without tool
+tool call ids and token usage; a call that came without an id of its own gets one, so its
+result can name it) and the calls it proposes, in order; an answer without tool
 calls is the final one (:data:`DONE`), its text the run's output. Parsing stops at the
 shape of the answer; which tool a name means and whether its arguments are valid is the
 worker's to check, against the agent's own tools, before anything is journaled.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -202,6 +204,7 @@ def parse_completion(raw: Any) -> Answer:
     if not isinstance(tool_calls, list):
         raise MalformedAnswer(f"the model's tool_calls is not a list: {tool_calls!r:.200}")
     calls: list[Proposed] = []
+    named: list[Any] = []  # the tool calls as kept: each with an id of its own
     for i, call in enumerate(tool_calls):
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
@@ -220,10 +223,16 @@ def parse_completion(raw: Any) -> Answer:
                 f"the arguments of the model's call to {name} are not JSON: {text!r:.200}"
             ) from None
         call_id = call.get("id")
-        calls.append(
-            Proposed(tool=name, args=args, call_id=call_id if isinstance(call_id, str) else None)
-        )
+        if not isinstance(call_id, str) or not call_id or call_id in {c["id"] for c in named}:
+            # Some servers give none, or one twice: a result must name its own call, so the
+            # kept answer carries the id the conversation answers it with.
+            call_id = f"call_{uuid.uuid4().hex[:24]}"
+            call = {**call, "id": call_id}
+        named.append(call)
+        calls.append(Proposed(tool=name, args=args, call_id=call_id))
     kept = {key: message[key] for key in ("role", "content", "tool_calls") if key in message}
+    if named:
+        kept["tool_calls"] = named
     if calls:
         return Answer(message=kept, usage=usage, calls=tuple(calls))
     content = message.get("content")
