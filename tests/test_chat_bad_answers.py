@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import Agent, clock, config, db
+from agent_runtime import clock, config, db
 from agent_runtime.config import Settings
 from agent_runtime.errors import (
     ConfigError,
@@ -30,21 +30,14 @@ from agent_runtime.errors import (
     WrongEndpoint,
 )
 from agent_runtime.journal import Journal
-from agent_runtime.provisioning import INSTRUCTIONS, make_tools
 from agent_runtime.worker import Worker
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
+from .agents import provisioning_parallel
 from .recording import Recording
 
 RUN = "bad-answer"
-PARALLEL = Agent(
-    name="provisioning-parallel",
-    instructions=INSTRUCTIONS,
-    input="Provision a server, a database on it and an A record.",
-    tools=make_tools,
-    model="mock-provisioner-parallel",
-    protocol="chat",
-)
+PARALLEL = provisioning_parallel
 RETRIES = 3  # extra attempts the model client makes at a transient failure
 
 Handler = Callable[[httpx.Request], httpx.Response]

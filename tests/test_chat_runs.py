@@ -20,27 +20,19 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import Agent, db
+from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash, raise_crash
 from agent_runtime.journal import Journal
-from agent_runtime.provisioning import INSTRUCTIONS, make_tools
 from agent_runtime.worker import Outcome, Worker
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
+from .agents import provisioning_parallel
 from .fix_runtime import reset_journal
 from .recording import Recording
 
 RUN = "chat-run"
-TASK = "Provision a small server in local-1, a postgres database on it, and an A record."
-PARALLEL = Agent(
-    name="provisioning-parallel",
-    instructions=INSTRUCTIONS,
-    input=TASK,
-    tools=make_tools,
-    model="mock-provisioner-parallel",
-    protocol="chat",
-)
+PARALLEL = provisioning_parallel
 # seq 0: the server (answer 1); seq 1 and 2: the database and the DNS record (answer 2);
 # seq 3: the final text (answer 3).
 PAIR = (1, 2)

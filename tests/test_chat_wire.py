@@ -18,26 +18,20 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import Agent, clock, config, db
+from agent_runtime import clock, config, db
 from agent_runtime.config import Settings, from_env
 from agent_runtime.errors import WrongEndpoint
 from agent_runtime.journal import Journal
-from agent_runtime.provisioning import INSTRUCTIONS, make_tools
+from agent_runtime.provisioning import INSTRUCTIONS
 from agent_runtime.worker import Outcome, Worker
 from mock_remotes import Cloud, MockServers, Model, cloud_transport, model_transport
 
+from .agents import provisioning_parallel
 from .recording import Recording
 
 RUN = "wire"
-TASK = "Provision a small server in local-1, a postgres database on it, and an A record."
-PARALLEL = Agent(
-    name="provisioning-parallel",
-    instructions=INSTRUCTIONS,
-    input=TASK,
-    tools=make_tools,
-    model="mock-provisioner-parallel",
-    protocol="chat",
-)
+PARALLEL = provisioning_parallel
+TASK = PARALLEL.input
 
 
 @pytest.fixture
@@ -55,6 +49,23 @@ def served(mock_servers: MockServers, database_url: str, conn: db.Connection) ->
             worker.close()
 
     return mock_servers, run_with
+
+
+def in_process(
+    conn: db.Connection, tmp_path: Path, settings: Settings, model: httpx.BaseTransport
+) -> Outcome:
+    """One run of PARALLEL on ``conn``, the cloud in-process."""
+    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
+        worker = Worker.build(
+            Journal(conn),
+            settings,
+            agents=PARALLEL,
+            transports={"model": model, "cloud": cloud_transport(cloud)},
+        )
+        try:
+            return worker.run(RUN, agent=PARALLEL)
+        finally:
+            worker.close_clients()
 
 
 def over_sockets(servers: MockServers, base: str, env: Mapping[str, str]) -> Settings:
@@ -119,17 +130,7 @@ def test_the_tools_are_offered_as_functions_with_json_schema_parameters(
     conn: db.Connection, tmp_path: Path
 ) -> None:
     wire = Recording(model_transport(Model()))
-    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
-        worker = Worker.build(
-            Journal(conn),
-            Settings(model_url="http://model/v1"),
-            agents=PARALLEL,
-            transports={"model": wire, "cloud": cloud_transport(cloud)},
-        )
-        try:
-            worker.run(RUN, agent=PARALLEL)
-        finally:
-            worker.close_clients()
+    in_process(conn, tmp_path, Settings(model_url="http://model/v1"), wire)
     tools = wire.chat_bodies()[0]["tools"]
     assert [(t["type"], t["function"]["name"]) for t in tools] == [
         ("function", "create_server"),
@@ -162,17 +163,7 @@ def test_the_api_key_comes_from_the_environment_as_a_bearer_token(
     env: dict[str, str], authorization: str | None, conn: db.Connection, tmp_path: Path
 ) -> None:
     wire = Recording(model_transport(Model()))
-    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
-        worker = Worker.build(
-            Journal(conn),
-            from_env({"MODEL_URL": "http://model/v1", **env}),
-            agents=PARALLEL,
-            transports={"model": wire, "cloud": cloud_transport(cloud)},
-        )
-        try:
-            worker.run(RUN, agent=PARALLEL)
-        finally:
-            worker.close_clients()
+    in_process(conn, tmp_path, from_env({"MODEL_URL": "http://model/v1", **env}), wire)
     assert [e.headers.get("authorization") for e in wire.exchanges] == [authorization] * 3
 
 
@@ -181,17 +172,7 @@ def test_model_name_from_the_environment_overrides_the_agents_model(
 ) -> None:
     wire = Recording(model_transport(Model()))
     settings = from_env({"MODEL_URL": "http://model/v1", "MODEL_NAME": "mock-provisioner"})
-    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
-        worker = Worker.build(
-            Journal(conn),
-            settings,
-            agents=PARALLEL,
-            transports={"model": wire, "cloud": cloud_transport(cloud)},
-        )
-        try:
-            outcome = worker.run(RUN, agent=PARALLEL)
-        finally:
-            worker.close_clients()
+    outcome = in_process(conn, tmp_path, settings, wire)
     assert {b["model"] for b in wire.chat_bodies()} == {"mock-provisioner"}
     assert outcome.llm_calls == 4  # that plan calls one tool per answer
 
@@ -252,17 +233,7 @@ def test_tool_calls_without_ids_of_their_own_get_ids_their_results_answer(
         return httpx.Response(plain.status_code, json=body)
 
     wire = Recording(httpx.MockTransport(spoil))
-    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
-        worker = Worker.build(
-            Journal(conn),
-            Settings(model_url="http://model/v1"),
-            agents=PARALLEL,
-            transports={"model": wire, "cloud": cloud_transport(cloud)},
-        )
-        try:
-            outcome = worker.run(RUN, agent=PARALLEL)
-        finally:
-            worker.close_clients()
+    outcome = in_process(conn, tmp_path, Settings(model_url="http://model/v1"), wire)
     assert (outcome.status, outcome.llm_calls) == ("done", 3)  # the mock took every request
     assert [e.status for e in wire.exchanges] == [200, 200, 200]
     messages = wire.chat_bodies()[2]["messages"]
