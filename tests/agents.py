@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agent_runtime import provisioning
 from agent_runtime.agent import Agent, Wiring
 from agent_runtime.errors import ConfigError
 from agent_runtime.tooldef import Call, Result, Tool, tool
@@ -115,6 +116,17 @@ def _agent(name: str, tools: Callable[[Wiring], Sequence[Tool]]) -> Agent:
         protocol="chat",
     )
 
+
+# The seed's provisioning tools on the mock model's parallel plan: the database and the DNS
+# record come in one answer (two tool calls) once the server exists.
+provisioning_parallel = Agent(
+    name="provisioning-parallel",
+    instructions=provisioning.INSTRUCTIONS,
+    input="Provision a small server in local-1, a postgres database on it, and an A record.",
+    tools=provisioning.make_tools,
+    model="mock-provisioner-parallel",
+    protocol="chat",
+)
 
 support = _agent("support", support_tools)
 support_once = _agent("support-once", lambda w: support_tools(w, email="once"))

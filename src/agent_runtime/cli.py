@@ -23,7 +23,7 @@ from . import config, db, logfmt
 from ._version import version
 from .agent import DEFAULT_AGENT, Agent, load_agent
 from .dbsource import database_url
-from .errors import EXIT_SOFTWARE, EXIT_USAGE, AgentRuntimeError
+from .errors import EXIT_SOFTWARE, EXIT_USAGE, AgentRuntimeError, ConfigError
 from .records import Lease
 from .runid import check_run_id
 from .worker import Worker
@@ -47,7 +47,13 @@ def _run_id(args: argparse.Namespace) -> str:
 
 def agents_of(addresses: Sequence[str] | None) -> list[Agent]:
     """The agents ``--agent`` names (default: the seed's provisioning agent)."""
-    return [load_agent(a) for a in (addresses or [DEFAULT_AGENT])]
+    agents = []
+    for address in addresses or [DEFAULT_AGENT]:
+        try:
+            agents.append(load_agent(address))
+        except ConfigError as exc:
+            raise ConfigError(f"--agent {address!r}: {exc}") from exc
+    return agents
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -91,6 +91,12 @@ class Settings:
         for name in ("max_attempts", "max_workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.model_api_key is not None and not _header_safe(self.model_api_key):
+            raise ConfigError(  # never the key itself: it is a secret
+                f"MODEL_API_KEY (or OPENAI_API_KEY) must be printable ASCII without spaces, "
+                f"as an HTTP header carries it; the one given ({len(self.model_api_key)} "
+                "characters) is not: check for a stray quote, space or line break"
+            )
         if self.model_protocol not in (None, "chat", "decide"):
             raise ConfigError(
                 f"MODEL_PROTOCOL must be 'chat' (Chat Completions) or 'decide' (the mock's own "
@@ -119,6 +125,11 @@ def _check_url(name: str, value: object) -> None:
             f"{variable} ({name}) must be an http:// or https:// URL with a host, such as "
             f"{example}; got {value!r} ({problem})"
         )
+
+
+def _header_safe(value: str) -> bool:
+    """Whether ``value`` can be a bearer token as it is: visible ASCII, no spaces."""
+    return bool(value) and all("!" <= ch <= "~" for ch in value)
 
 
 def _url_problem(value: str) -> str | None:

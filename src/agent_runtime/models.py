@@ -10,20 +10,23 @@
 =============  ===============================================================================
 
 Both answer an :class:`Answer`: the message whole (journaled as it came, with the model's
-tool call ids and token usage) and the calls it proposes, in order; an answer without tool
+tool call ids and token usage; a call that came without an id of its own gets one, so its
+result can name it) and the calls it proposes, in order; an answer without tool
 calls is the final one (:data:`DONE`), its text the run's output. Parsing stops at the
 shape of the answer; which tool a name means and whether its arguments are valid is the
 worker's to check, against the agent's own tools, before anything is journaled.
 
-Transient failures (a connect error, a 5xx, a timeout) are asked again after exponential
-waits with jitter; a 404 or 405 is :class:`~agent_runtime.errors.WrongEndpoint` (the URL
-names the wrong service), a 401 or 403 a :class:`~agent_runtime.errors.ConfigError`.
+Transient failures (a connect error, a 5xx, a 408 or 429, a timeout) are asked again after
+exponential waits with jitter; a 404 or 405 is :class:`~agent_runtime.errors.WrongEndpoint`
+(the URL names the wrong service), but a 404 ``model_not_found``, a 401 or a 403 is a
+:class:`~agent_runtime.errors.ConfigError` naming ``MODEL_NAME`` or ``MODEL_API_KEY``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -38,6 +41,8 @@ from .errors import ConfigError, MalformedAnswer, ModelError, ModelUnavailable
 log = logging.getLogger(__name__)
 
 AUTH_REFUSED = (401, 403)
+# Refusals that say "later", not "no": asked again like a 5xx (the official clients do too).
+TRANSIENT = (408, 429)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,10 +86,14 @@ class _ModelClient(HttpClient):
             except httpx.TimeoutException as exc:
                 problem = f"no answer in time: {exc!r}"
                 continue
+            except httpx.DecodingError as exc:
+                raise MalformedAnswer(
+                    f"the model's answer cannot be decoded as its Content-Encoding says: {exc}"
+                ) from exc
             except httpx.TransportError as exc:
                 problem = f"{exc!r}"
                 continue
-            if response.status_code >= 500:
+            if response.status_code >= 500 or response.status_code in TRANSIENT:
                 error, detail = error_of(response)
                 problem = f"HTTP {response.status_code} {error}: {detail}"
                 continue
@@ -96,6 +105,12 @@ class _ModelClient(HttpClient):
 
     def _json(self, response: httpx.Response) -> Any:
         if response.status_code in WRONG_ENDPOINT:
+            error, detail = error_of(response)
+            if error == "model_not_found":  # the server is right, the model's name is not
+                raise ConfigError(
+                    f"the model server at {self._http.base_url} has no model named as asked "
+                    f"({detail}); check MODEL_NAME (or the agent's model); the run is resumable"
+                )
             raise self._wrong_endpoint(response, "MODEL_URL", "the model")
         if response.status_code in AUTH_REFUSED:
             error, detail = error_of(response)
@@ -189,12 +204,18 @@ def parse_completion(raw: Any) -> Answer:
     if not isinstance(tool_calls, list):
         raise MalformedAnswer(f"the model's tool_calls is not a list: {tool_calls!r:.200}")
     calls: list[Proposed] = []
+    named: list[Any] = []  # the tool calls as kept: each with an id of its own
     for i, call in enumerate(tool_calls):
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str) or not name:
             raise MalformedAnswer(f"tool call {i} of the model's answer names no function")
         text = function.get("arguments") if isinstance(function, dict) else None
+        if text is not None and not isinstance(text, str):
+            raise MalformedAnswer(
+                f"the arguments of the model's call to {name} must be a JSON text (a string), "
+                f"got {type(text).__name__}: {text!r:.200}"
+            )
         try:
             args = json.loads(text) if isinstance(text, str) and text.strip() else {}
         except ValueError:
@@ -202,10 +223,16 @@ def parse_completion(raw: Any) -> Answer:
                 f"the arguments of the model's call to {name} are not JSON: {text!r:.200}"
             ) from None
         call_id = call.get("id")
-        calls.append(
-            Proposed(tool=name, args=args, call_id=call_id if isinstance(call_id, str) else None)
-        )
+        if not isinstance(call_id, str) or not call_id or call_id in {c["id"] for c in named}:
+            # Some servers give none, or one twice: a result must name its own call, so the
+            # kept answer carries the id the conversation answers it with.
+            call_id = f"call_{uuid.uuid4().hex[:24]}"
+            call = {**call, "id": call_id}
+        named.append(call)
+        calls.append(Proposed(tool=name, args=args, call_id=call_id))
     kept = {key: message[key] for key in ("role", "content", "tool_calls") if key in message}
+    if named:
+        kept["tool_calls"] = named
     if calls:
         return Answer(message=kept, usage=usage, calls=tuple(calls))
     content = message.get("content")

@@ -33,7 +33,8 @@ from types import FrameType
 
 from . import config, db, logfmt
 from ._version import version
-from .agent import DEFAULT_AGENT, Agent, by_name, load_agent
+from .agent import DEFAULT_AGENT, Agent, by_name
+from .cli import agents_of
 from .clients import tls_context
 from .dbsource import database_url
 from .errors import (
@@ -441,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_backoff_cap=args.run_backoff_cap,
         )
         addresses = args.agent or [DEFAULT_AGENT]
-        agents = [load_agent(address) for address in addresses]
+        agents = agents_of(addresses)  # a wrong --agent is refused, named, before a claim
         supervisor = Supervisor(
             database_url(settings),
             settings,
