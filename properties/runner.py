@@ -345,7 +345,12 @@ class ScheduleRunner(Disruptions):
                 )
         for r in rows:
             self.known[r["id"]] = (r["owner"], r["generation"])
-        return [Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]) for r in rows]
+        # UPDATE ... RETURNING keeps no order: the runs start in the order of their names,
+        # so a schedule replays the same way every time
+        by_name = sorted(rows, key=lambda r: str(r["id"]))
+        return [
+            Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]) for r in by_name
+        ]
 
     # -- teardown ------------------------------------------------------------------------------
 
