@@ -23,6 +23,7 @@ from . import baseline, invariants
 from .baseline import Baseline
 from .driving import Driving
 from .observe import Snapshot, snapshot
+from .remotes import Answer
 from .shadow import Shadow
 from .violations import Violation, raise_if
 
@@ -187,9 +188,15 @@ class Checks(Driving):
                 changed.append("its calls changed")
             if now.model_calls.get(run, 0) != before.model_calls.get(run, 0):
                 changed.append("the model was asked")
-            sent = [a for a in now.answers if a.run == run]
-            if len(sent) != len([a for a in before.answers if a.run == run]):
-                changed.append(f"a remote answered it ({sent[-1].key}: {sent[-1].answer})")
+            # a request of an older generation is a zombie's from before the run parked:
+            # duplicate_effect, divergence and fenced_act judge those
+            sent = _answers_since(now.answers, run, old.generation)
+            if len(sent) != len(_answers_since(before.answers, run, old.generation)):
+                last = sent[-1]
+                changed.append(
+                    f"a remote answered it ({last.key} by generation {last.generation}: "
+                    f"{last.answer})"
+                )
             if changed:
                 found.append(
                     Violation(
@@ -212,3 +219,10 @@ class Checks(Driving):
             if w.alive:
                 found.append(Violation("settled", w.run, None, f"{w.label} is still alive"))
         raise_if(found)
+
+
+def _answers_since(answers: list[Answer], run: str, generation: int) -> list[Answer]:
+    """The remotes' answers to ``run``'s requests by ``generation`` or a later one."""
+    return [
+        a for a in answers if a.run == run and (a.generation is None or a.generation >= generation)
+    ]

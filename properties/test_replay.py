@@ -173,3 +173,24 @@ def test_a_fresh_interpreter_per_worker_gives_the_same_outcome(
         assert execs.trace == trace
     finally:
         execs.close()
+
+
+def test_a_zombies_keyed_request_after_its_run_parked_is_not_the_run_acting(
+    inprocess_runner: InProcessRunner,
+) -> None:
+    """Found by the nightly hunt: w1, frozen before its ticket, wakes after its run parked
+    (at generation 3) and re-sends under its key; the desk answers ``already_done``. That
+    is a zombie's request, judged by the other invariants, not the parked run acting."""
+    events = [
+        Event(op="start", run=0, agent="once"),
+        Event(op="stall", run=0, point="after_intent", seq=1),
+        Event(op="sweep"),
+        Event(op="crash", run=0, point="before_intent"),
+        Event(op="restart", run=0),
+        Event(op="cloud_fault", fault="fail_before", n=1),
+        Event(op="stall", run=0, point="before_decide"),
+    ]
+    outcome = inprocess_runner.replay(events)
+    assert any("ended: NeedsAttention" in line for line in inprocess_runner.trace)
+    assert any("waiting w1 ended: LeaseLost" in line for line in inprocess_runner.trace)
+    assert outcome["r0"]["status"] == "done"
