@@ -78,9 +78,19 @@ class Actor:
         self._backoff = backoff
 
     def act(
-        self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
+        self,
+        lease: Lease,
+        tools: Mapping[str, Tool],
+        decision: Decision,
+        call: ToolCall | None,
+        *,
+        typed: Mapping[str, Any] | None = None,
     ) -> ToolCall:
-        """Carry out ``decision`` (``call``: its intent, when a restart finds one)."""
+        """Carry out ``decision`` (``call``: its intent, when a restart finds one).
+
+        ``typed``: its arguments as this process checked them when it decided (the
+        decider's :meth:`~agent_runtime.tooldef.Tool.checked`); without them (a decision
+        read back from the journal) they are checked here, once for every attempt."""
         seq = decision.seq
         tool = tools.get(decision.tool)
         if tool is None:
@@ -88,12 +98,14 @@ class Actor:
                 f"journaled decision seq={seq} names tool {decision.tool!r}, which this "
                 f"agent does not have (it has: {', '.join(sorted(tools))})"
             )
-        try:
-            args = tool.validate(decision.args)
-        except InvalidArguments as exc:
-            raise UnusableDecision(
-                f"journaled decision seq={seq} cannot be acted on: {exc}"
-            ) from exc
+        if typed is None:
+            try:
+                typed = tool.checked(decision.args)[1]
+            except InvalidArguments as exc:
+                raise UnusableDecision(
+                    f"journaled decision seq={seq} cannot be acted on: {exc}"
+                ) from exc
+        args = typed
         first = call is None
         if call is None:
             self.crash.reached("before_intent", seq)
@@ -143,7 +155,7 @@ class Actor:
         lease: Lease,
         tool: Tool,
         context: Call,
-        args: dict[str, Any],
+        args: Mapping[str, Any],
         call: ToolCall,
         *,
         checking: bool,
@@ -163,10 +175,10 @@ class Actor:
             attempted = Call(**{**context.__dict__, "attempt": attempt})
             try:
                 if tool.effect == "checked" and (checking or attempt > 1):
-                    found = tool.look(attempted, args)
+                    found = tool.look_typed(attempted, args)
                     if found is not None:
                         return "confirmed", found
-                return "confirmed", tool(attempted, args)
+                return "confirmed", tool.invoke(attempted, args)
             except AgentRuntimeError:
                 raise
             except tool.retry_on as exc:

@@ -421,6 +421,7 @@ class Worker:
         )
 
     def _drive(self, lease: Lease, agent: Agent, task: str | None) -> Outcome:
+        self.decider.forget(lease.run_id)
         history = self.journal.history(lease.run_id)
         tools = self.tools_for(agent)
         for stranded in history.stranded():
@@ -456,8 +457,9 @@ class Worker:
                     llm_calls=llm_calls,
                     output=output,
                 )
+            typed = self.decider.typed_for(lease.run_id, decision)
             if call is None or not call.confirmed:
-                history.calls[seq] = self.actor.act(lease, tools, decision, call)
+                history.calls[seq] = self.actor.act(lease, tools, decision, call, typed=typed)
             seq += 1
 
     def _guard(self, lease: Lease) -> None:
