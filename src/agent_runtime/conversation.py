@@ -14,12 +14,16 @@ actual history, in order, whatever crashed and restarted in between::
 A decision journaled without its answer (by the seed's own protocol, or before answers
 were kept) becomes an assistant message made from the decision itself, with the call id
 ``call_<seq>``, so every run can be continued over Chat Completions.
+
+The messages are built once: a :class:`Transcript` kept with the worker's history holds
+every settled answer's messages and their JSON, so a question at step 300 makes and
+encodes only what step 299 added (a restart builds its transcript once, from the history
+it read).
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -48,39 +52,96 @@ def call_id(decision: Decision) -> str:
 
 def messages_of(question: Question) -> list[dict[str, Any]]:
     """The Chat Completions messages for the next answer of ``question``'s run."""
+    return [*opening(question), *replayed(question.history)]
+
+
+def opening(question: Question) -> list[dict[str, Any]]:
+    """The messages before the first answer: the instructions, the run's input."""
     messages: list[dict[str, Any]] = []
     if question.instructions:
         messages.append({"role": "system", "content": question.instructions})
     messages.append({"role": "user", "content": question.input or ""})
-    messages += replayed(question.history)
     return messages
 
 
 def replayed(history: History) -> list[dict[str, Any]]:
     """Every answer of the run so far and the results of its calls, as messages."""
-    by_answer: dict[int, list[Decision]] = defaultdict(list)
-    for seq in sorted(history.decisions):
-        decision = history.decisions[seq]
-        by_answer[decision.llm_call].append(decision)
-    messages: list[dict[str, Any]] = []
-    for llm_call in sorted(by_answer):
-        decisions = by_answer[llm_call]
-        answer = history.answers.get(llm_call)
-        message = answer.message if answer is not None else None
-        if message is None or message.get("role") != "assistant":
-            message = _assistant(decisions)
-        messages.append(message)
-        for decision in decisions:
-            call = history.calls.get(decision.seq)
-            if decision.tool == DONE or call is None or call.result is None:
-                continue
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call_id(decision),
-                    "content": json.dumps(call.result, sort_keys=True),
-                }
-            )
+    return [message for message, _ in Transcript.of(history).update(history)]
+
+
+def encoded(message: dict[str, Any]) -> bytes:
+    """One message as the request body carries it (compact JSON, UTF-8)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class Transcript:
+    """The messages of a run's answers, each made and encoded once.
+
+    It lives with the :class:`~agent_runtime.records.History` it was made from
+    (``History.memo``), so a step adds only its own answer and results: the worker's
+    history only grows at its end, and an answer is kept once every call of it is settled
+    (confirmed, failed, or the final answer). What is not settled yet is made afresh on
+    every question. A restart reads a new history, and with it a new transcript.
+    """
+
+    KEY = "chat.transcript"
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[dict[str, Any], bytes]] = []
+        self.next_seq = 0  # the first step not in kept
+
+    @classmethod
+    def of(cls, history: History) -> Transcript:
+        found = history.memo.get(cls.KEY)
+        if isinstance(found, Transcript):
+            return found
+        made = history.memo[cls.KEY] = Transcript()
+        return made
+
+    def update(self, history: History) -> list[tuple[dict[str, Any], bytes]]:
+        """The entries of ``history`` (this transcript's own), kept ones first."""
+        decisions = history.decisions
+        fresh: list[tuple[dict[str, Any], bytes]] = []
+        seq = self.next_seq
+        while seq in decisions:
+            llm_call = decisions[seq].llm_call
+            answer: list[Decision] = []
+            while seq in decisions and decisions[seq].llm_call == llm_call:
+                answer.append(decisions[seq])
+                seq += 1
+            made = [(m, encoded(m)) for m in _answer_messages(history, answer)]
+            if not fresh and all(_settled(history, d) for d in answer):
+                self.kept += made
+                self.next_seq = seq
+            else:
+                fresh += made
+        return [*self.kept, *fresh]
+
+
+def _settled(history: History, decision: Decision) -> bool:
+    call = history.calls.get(decision.seq)
+    return decision.tool == DONE or (call is not None and call.confirmed)
+
+
+def _answer_messages(history: History, decisions: list[Decision]) -> list[dict[str, Any]]:
+    """One answer (its decisions, in step order) as the assistant message and one tool
+    message per call that has a result."""
+    answer = history.answers.get(decisions[0].llm_call)
+    message = answer.message if answer is not None else None
+    if message is None or message.get("role") != "assistant":
+        message = _assistant(decisions)
+    messages = [message]
+    for decision in decisions:
+        call = history.calls.get(decision.seq)
+        if decision.tool == DONE or call is None or call.result is None:
+            continue
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": call_id(decision),
+                "content": json.dumps(call.result, sort_keys=True),
+            }
+        )
     return messages
 
 

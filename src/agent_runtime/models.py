@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -32,12 +32,14 @@ import httpx
 
 from .clients import WRONG_ENDPOINT, HttpClient, error_of
 from .config import MODEL_RETRIES
-from .conversation import DONE, Question, messages_of
+from .conversation import DONE, Question, Transcript, encoded, opening
 from .errors import ConfigError, MalformedAnswer, ModelError, ModelUnavailable
+from .tooldef import Tool
 
 log = logging.getLogger(__name__)
 
 AUTH_REFUSED = (401, 403)
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,15 +71,23 @@ class _ModelClient(HttpClient):
     default_retries: ClassVar[int] = MODEL_RETRIES
     path: ClassVar[str]
 
-    def _post(self, run_id: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
-        """POST ``body``; the answer's JSON, after retrying what is transient."""
+    def _post(
+        self, run_id: str, body: Mapping[str, Any] | bytes, headers: Mapping[str, str]
+    ) -> Any:
+        """POST ``body`` (JSON, or already encoded); the answer's JSON, after retrying what
+        is transient."""
+        if isinstance(body, bytes):
+            return self._send(run_id, {"content": body}, {**headers, **JSON_BODY})
+        return self._send(run_id, {"json": body}, headers)
+
+    def _send(self, run_id: str, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
         problem = ""
         for attempt in range(self._retries + 1):
             if attempt:
                 log.info("model-retry run=%s attempt=%d after=%r", run_id, attempt + 1, problem)
             self._pause(attempt)
             try:
-                response = self._http.post(self.path, json=body, headers=dict(headers))
+                response = self._http.post(self.path, **body, headers=dict(headers))
             except httpx.TimeoutException as exc:
                 problem = f"no answer in time: {exc!r}"
                 continue
@@ -160,18 +170,31 @@ class ChatModel(_ModelClient):
         super().__init__(base_url, **kw)
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._tools: tuple[tuple[Tool, ...], bytes] = ((), b"")  # the last tools, encoded
 
     def ask(self, question: Question) -> Answer:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages_of(question),
-            "user": question.run_id,
-        }
-        if question.tools:
-            body["tools"] = [tool.spec() for tool in question.tools]
-            body["tool_choice"] = "auto"
-        raw = self._post(question.run_id, body, self._headers)
+        raw = self._post(question.run_id, self.body(question), self._headers)
         return parse_completion(raw)
+
+    def body(self, question: Question) -> bytes:
+        """The request: the messages (the run's :class:`~agent_runtime.conversation.
+        Transcript`: only the steps since the last question are encoded), the model, the
+        run as ``user``, the tools (encoded once for as long as they stay the same)."""
+        history = question.history
+        parts = [encoded(m) for m in opening(question)]
+        parts += [data for _, data in Transcript.of(history).update(history)]
+        rest = {"model": self.model, "user": question.run_id}
+        tail = encoded(rest)[1:-1]
+        if question.tools:
+            tail += b',"tools":' + self._specs(question.tools) + b',"tool_choice":"auto"'
+        return b'{"messages":[' + b",".join(parts) + b"]," + tail + b"}"
+
+    def _specs(self, tools: Sequence[Tool]) -> bytes:
+        last, data = self._tools
+        if len(last) != len(tools) or any(a is not b for a, b in zip(last, tools, strict=False)):
+            specs = json.dumps([t.spec() for t in tools], ensure_ascii=False, separators=(",", ":"))
+            self._tools = (tuple(tools), data := specs.encode())
+        return data
 
 
 def parse_completion(raw: Any) -> Answer:
