@@ -174,9 +174,7 @@ def test_a_restart_reads_its_history_in_one_indexed_statement(conn: db.Connectio
     journal.record_confirm(lease, journal.record_intent(lease, 0), {"id": "i-1"}, "created")
     journal.record_decision(lease, 1, "create_database", {"name": "db-1"})
     with conn.transaction():  # many runs, so that the planner has a choice to make
-        conn.execute(
-            "INSERT INTO runs (id) SELECT 'other-' || r FROM generate_series(1, 200) r"
-        )
+        conn.execute("INSERT INTO runs (id) SELECT 'other-' || r FROM generate_series(1, 200) r")
         conn.execute(
             "INSERT INTO decisions (run_id, seq, tool, args, llm_call, generation)"
             " SELECT 'other-' || r, s, 'tick', '{}', s + 1, 1"

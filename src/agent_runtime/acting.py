@@ -70,28 +70,25 @@ class Actor:
         guard: Callable[[Lease], None],
         sleep: Callable[[float], None],
         backoff: Callable[[float], Backoff],
+        typed_for: Callable[[str, Decision], Mapping[str, Any] | None] = lambda run, d: None,
     ) -> None:
         self.journal = journal
         self.crash = crash
         self._guard = guard
         self._sleep = sleep
         self._backoff = backoff
+        self._typed_for = typed_for
 
     def act(
-        self,
-        lease: Lease,
-        tools: Mapping[str, Tool],
-        decision: Decision,
-        call: ToolCall | None,
-        *,
-        typed: Mapping[str, Any] | None = None,
+        self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
     ) -> ToolCall:
         """Carry out ``decision`` (``call``: its intent, when a restart finds one).
 
-        ``typed``: its arguments as this process checked them when it decided (the
-        decider's :meth:`~agent_runtime.tooldef.Tool.checked`); without them (a decision
-        read back from the journal) they are checked here, once for every attempt."""
+        Its arguments were checked when this process decided it (``typed_for`` hands them
+        over); a decision read back from the journal is checked here, once for every
+        attempt."""
         seq = decision.seq
+        typed = self._typed_for(lease.run_id, decision)
         tool = tools.get(decision.tool)
         if tool is None:
             raise UnusableDecision(

@@ -118,13 +118,6 @@ class Worker:
         self.sleep = sleep
         self.rand = rand
         self.backoff = settings.run_backoff_rule(rand)
-        self.actor = self.actor_class(
-            journal,
-            self.crash,
-            guard=self._guard,
-            sleep=sleep,
-            backoff=lambda base: Backoff(base=base, cap=settings.run_backoff_cap, rand=rand),
-        )
         self.decider = self.decider_class(
             journal,
             settings,
@@ -135,6 +128,14 @@ class Worker:
             transports=self.transports,
             sleep=sleep,
             rand=rand,
+        )
+        self.actor = self.actor_class(
+            journal,
+            self.crash,
+            guard=self._guard,
+            sleep=sleep,
+            backoff=lambda base: Backoff(base=base, cap=settings.run_backoff_cap, rand=rand),
+            typed_for=self.decider.typed_for,
         )
         self._heartbeat: Heartbeat | None = None
 
@@ -457,9 +458,8 @@ class Worker:
                     llm_calls=llm_calls,
                     output=output,
                 )
-            typed = self.decider.typed_for(lease.run_id, decision)
             if call is None or not call.confirmed:
-                history.calls[seq] = self.actor.act(lease, tools, decision, call, typed=typed)
+                history.calls[seq] = self.actor.act(lease, tools, decision, call)
             seq += 1
 
     def _guard(self, lease: Lease) -> None:
