@@ -8,10 +8,11 @@ After every event the new snapshot is compared with what was seen before:
 - no row appears written by a generation older than the run's generation when the event
   began (a *stale write*: fencing let a worker that lost its lease write);
 - across a **database crash** the same holds for everything the protocol makes durable
-  before acting on it (decisions, intents, status changes, claims). A confirm is the one
-  row the protocol lets a crash take back (it commits without waiting for the flush):
-  it may revert to its intent, and then its re-send must be answered ``already_done``
-  with the result that was lost.
+  before acting on it (intents, status changes, claims). Two writes commit without
+  waiting for the flush, and a crash may take them back: a confirm may revert to its
+  intent, and then its re-send must be answered ``already_done`` with the result that was
+  lost; and a model answer with its decisions may vanish as long as nothing durable came
+  after it (:func:`decision_may_vanish`): then the model is asked again.
 """
 
 from __future__ import annotations
@@ -23,13 +24,24 @@ from .observe import CallRow, DecisionRow, Snapshot
 from .violations import Violation
 
 
-def decision_may_vanish(now: Snapshot, run: str, seq: int) -> bool:
-    """Whether a database crash may take back the decision of (run, seq).
+def decision_may_vanish(shadow: Shadow, run: str, seq: int) -> bool:
+    """Whether a database crash may take back the decision of (run, seq), as seen before it.
 
-    The decision commits durably before the tool is called (ARCHITECTURE.md, "What a
-    database crash can lose"), so never.
+    An answer and its decisions commit without waiting for the WAL flush; the next durable
+    commit flushes them too, since WAL is sequential (ARCHITECTURE.md, "What a database
+    crash can lose"). So the answer may vanish, all its decisions together, only while
+    nothing durable of its run was seen after it: no intent of any of its calls or of a
+    later step (the call goes out only after its intent's durable commit), the run not done
+    (the finish is durable), no later claim (its generation still the run's). A durable
+    commit of another run or of a heartbeat flushes it as well; the rule allows more than
+    can happen, never less.
     """
-    return False
+    seen = shadow.decisions[run]
+    llm_call = seen[seq].llm_call
+    first = min(s for s, d in seen.items() if d.llm_call == llm_call)
+    if any(s >= first for s in shadow.calls.get(run, {})) or run in shadow.done:
+        return False
+    return shadow.generations.get(run, 0) <= seen[seq].generation
 
 
 @dataclass
@@ -62,7 +74,7 @@ class Shadow:
         for run, seen in self.decisions.items():
             for seq, old in list(seen.items()):
                 new = now.decisions.get(run, {}).get(seq)
-                if new is None and self.crashed and decision_may_vanish(now, run, seq):
+                if new is None and self.crashed and decision_may_vanish(self, run, seq):
                     del seen[seq]
                     self.vanished.append((run, seq))
                 elif new is None:

@@ -67,6 +67,12 @@ EDITS: Final[dict[str, Edit]] = {
         replacement="",
         why="the sweep's lease predicate dropped: live leases and backoffs claimed",
     ),
+    "session_relaxed_decision": Edit(
+        base="record_decision",
+        pattern=r"set_config\('synchronous_commit', 'off', true\)",
+        replacement="set_config('synchronous_commit', 'off', false)",
+        why="the decision's relaxed commit is set for the session, not the transaction",
+    ),
     "overwrite_decision": Edit(
         base="record_decision",
         pattern=r"\nRETURNING seq, llm_call, decided_at$",
