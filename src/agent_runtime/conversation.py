@@ -66,7 +66,8 @@ def opening(question: Question) -> list[dict[str, Any]]:
 
 def replayed(history: History) -> list[dict[str, Any]]:
     """Every answer of the run so far and the results of its calls, as messages."""
-    return [message for message, _ in Transcript.of(history).update(history)]
+    transcript = Transcript.of(history)
+    return [*transcript.messages, *(message for message, _ in transcript.update(history))]
 
 
 def encoded(message: dict[str, Any]) -> bytes:
@@ -87,8 +88,9 @@ class Transcript:
     KEY = "chat.transcript"
 
     def __init__(self) -> None:
-        self.kept: list[tuple[dict[str, Any], bytes]] = []
-        self.next_seq = 0  # the first step not in kept
+        self.messages: list[dict[str, Any]] = []  # the kept answers' messages
+        self.data = bytearray()  # their encodings, comma-separated, as in a JSON array
+        self.next_seq = 0  # the first step not kept
 
     @classmethod
     def of(cls, history: History) -> Transcript:
@@ -99,7 +101,8 @@ class Transcript:
         return made
 
     def update(self, history: History) -> list[tuple[dict[str, Any], bytes]]:
-        """The entries of ``history`` (this transcript's own), kept ones first."""
+        """Keep every newly settled answer of ``history`` (this transcript's own); the
+        messages after the kept ones that are not settled yet, with their encodings."""
         decisions = history.decisions
         fresh: list[tuple[dict[str, Any], bytes]] = []
         seq = self.next_seq
@@ -110,12 +113,19 @@ class Transcript:
                 answer.append(decisions[seq])
                 seq += 1
             made = [(m, encoded(m)) for m in _answer_messages(history, answer)]
-            if not fresh and all(_settled(history, d) for d in answer):
-                self.kept += made
-                self.next_seq = seq
-            else:
+            if fresh or not all(_settled(history, d) for d in answer):
                 fresh += made
-        return [*self.kept, *fresh]
+                continue
+            for message, data in made:
+                self.messages.append(message)
+                self.data += b"," + data if self.data else data
+            self.next_seq = seq
+        return fresh
+
+    def json(self, history: History) -> bytes:
+        """The messages of :meth:`update` (kept and fresh) as the inside of a JSON array."""
+        pieces: list[bytes | bytearray] = [data for _, data in self.update(history)]
+        return b",".join([self.data, *pieces] if self.data else pieces)
 
 
 def _settled(history: History, decision: Decision) -> bool:

@@ -181,13 +181,14 @@ class ChatModel(_ModelClient):
         Transcript`: only the steps since the last question are encoded), the model, the
         run as ``user``, the tools (encoded once for as long as they stay the same)."""
         history = question.history
-        parts = [encoded(m) for m in opening(question)]
-        parts += [data for _, data in Transcript.of(history).update(history)]
-        rest = {"model": self.model, "user": question.run_id}
-        tail = encoded(rest)[1:-1]
+        parts = [b'{"messages":[', b",".join(encoded(m) for m in opening(question))]
+        answers = Transcript.of(history).json(history)
+        if answers:
+            parts += [b",", answers]
+        parts += [b"],", encoded({"model": self.model, "user": question.run_id})[1:-1]]
         if question.tools:
-            tail += b',"tools":' + self._specs(question.tools) + b',"tool_choice":"auto"'
-        return b'{"messages":[' + b",".join(parts) + b"]," + tail + b"}"
+            parts += [b',"tools":', self._specs(question.tools), b',"tool_choice":"auto"']
+        return b"".join([*parts, b"}"])
 
     def _specs(self, tools: Sequence[Tool]) -> bytes:
         last, data = self._tools
