@@ -272,3 +272,37 @@ def test_a_question_encodes_only_what_the_last_step_added(
     # (and the rest of the request); never the whole history again.
     assert per_question == [3, 5, 5, 5], per_question
     assert [json.loads(b)["messages"][-1]["role"] for b in sent] == ["user"] + ["tool"] * 3
+
+
+def test_the_seed_protocol_sends_each_confirmed_step_encoded_once(
+    conn: db.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_runtime import conversation, models
+
+    encodings: list[int] = []
+    per_question: list[tuple[int, list[dict[str, Any]]]] = []
+    encode = conversation.encoded
+
+    def counted(message: dict[str, Any]) -> bytes:
+        encodings.append(1)
+        return encode(message)
+
+    post = models.DecideModel._post
+
+    def sent(self: models.DecideModel, run_id: str, body: Any, headers: Any) -> Any:
+        per_question.append((len(encodings), json.loads(body)["history"]))
+        encodings.clear()
+        return post(self, run_id, body, headers)
+
+    monkeypatch.setattr(models, "encoded", counted)
+    monkeypatch.setattr(conversation, "encoded", counted)
+    monkeypatch.setattr(models.DecideModel, "_post", sent)
+    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
+        worker = _worker(conn, Model(), cloud)
+        assert worker.run("steps").steps == STEPS
+        worker.close_clients()
+    history = Journal(conn).history("steps")
+    steps = json.loads(json.dumps(history.confirmed_steps()))
+    # Each question encodes the run id and the one step confirmed since the last question.
+    assert [n for n, _ in per_question] == [1, 2, 2, 2]
+    assert [h for _, h in per_question] == [steps[:i] for i in range(STEPS + 1)]

@@ -128,6 +128,50 @@ class Transcript:
         return b",".join([self.data, *pieces] if self.data else pieces)
 
 
+class Steps:
+    """The seed's protocol's history (``History.confirmed_steps``), each step encoded once:
+    the same growth rule as :class:`Transcript`, for ``POST /v1/decide``."""
+
+    KEY = "decide.steps"
+
+    def __init__(self) -> None:
+        self.data = bytearray()  # the settled steps' encodings, comma-separated
+        self.next_seq = 0  # the first step not kept
+
+    @classmethod
+    def of(cls, history: History) -> Steps:
+        found = history.memo.get(cls.KEY)
+        if isinstance(found, Steps):
+            return found
+        made = history.memo[cls.KEY] = Steps()
+        return made
+
+    def json(self, history: History) -> bytes:
+        """The confirmed steps, in step order, as the inside of a JSON array."""
+        fresh: list[bytes | bytearray] = []
+        stuck = False  # a step not settled yet: it and every later one are made afresh
+        seq = self.next_seq
+        while seq in history.decisions:
+            step = _step(history, seq)
+            stuck = stuck or not _settled(history, history.decisions[seq])
+            if stuck:
+                fresh += [] if step is None else [step]
+            else:
+                if step is not None:
+                    self.data += b"," + step if self.data else step
+                self.next_seq = seq + 1
+            seq += 1
+        return b",".join([self.data, *fresh] if self.data else fresh)
+
+
+def _step(history: History, seq: int) -> bytes | None:
+    call = history.calls.get(seq)
+    if call is None or call.state != "confirmed":
+        return None
+    d = history.decisions[seq]
+    return encoded({"seq": seq, "tool": d.tool, "args": d.args, "result": call.result})
+
+
 def _settled(history: History, decision: Decision) -> bool:
     call = history.calls.get(decision.seq)
     return decision.tool == DONE or (call is not None and call.confirmed)

@@ -32,7 +32,7 @@ import httpx
 
 from .clients import WRONG_ENDPOINT, HttpClient, error_of
 from .config import MODEL_RETRIES
-from .conversation import DONE, Question, Transcript, encoded, opening
+from .conversation import DONE, Question, Steps, Transcript, encoded, opening
 from .errors import ConfigError, MalformedAnswer, ModelError, ModelUnavailable
 from .tooldef import Tool
 
@@ -147,7 +147,12 @@ class DecideModel(_ModelClient):
         return self._post(run_id, {"run_id": run_id, "history": history}, {})
 
     def ask(self, question: Question) -> Answer:
-        return parse_decision(self.decide(question.run_id, question.history.confirmed_steps()))
+        """:meth:`decide` with the run's confirmed steps, each encoded once for the run
+        (:class:`~agent_runtime.conversation.Steps`)."""
+        steps = Steps.of(question.history).json(question.history)
+        run = encoded({"run_id": question.run_id})[:-1]
+        body = b"".join([run, b',"history":[', steps, b"]}"])
+        return parse_decision(self._post(question.run_id, body, {}))
 
 
 def parse_decision(raw: Any) -> Answer:
