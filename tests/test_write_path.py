@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agent_runtime import db
+from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.journal import Journal
 from agent_runtime.provisioning import agent as provisioning
@@ -306,3 +306,20 @@ def test_the_seed_protocol_sends_each_confirmed_step_encoded_once(
     # Each question encodes the run id and the one step confirmed since the last question.
     assert [n for n, _ in per_question] == [1, 2, 2, 2]
     assert [h for _, h in per_question] == [steps[:i] for i in range(STEPS + 1)]
+
+
+def test_the_runs_list_shows_a_step_as_activity_though_the_run_row_stays(
+    conn: db.Connection,
+) -> None:
+    journal = Journal(conn)
+    lease = _started(journal, "active")
+    journal.record_decision(lease, 0, "create_server", {"name": "srv-1"})
+    journal.record_confirm(lease, journal.record_intent(lease, 0), {"id": "i-1"}, "created")
+    clock.advance(conn, 60.0)
+    journal.record_decision(lease, 1, "create_database", {"name": "db-1"})
+    later = journal.record_confirm(lease, journal.record_intent(lease, 1), {"id": "d-1"}, "created")
+    run = journal.require_run("active")
+    assert run.updated_at < later.confirmed_at  # the run row was not rewritten
+    params = {"statuses": None, "in_doubt": False, "limit": None}
+    (listed,) = db.run(conn, "operator_list_runs", params)
+    assert listed["updated_at"] == later.confirmed_at
