@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Self
 
 from .records import Decision, History
 from .tooldef import Tool
@@ -75,7 +75,34 @@ def encoded(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-class Transcript:
+class _Kept:
+    """Encodings made once for one history (``History.memo``): those of its settled part,
+    comma-separated as inside a JSON array, and the first step after them."""
+
+    KEY: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.next_seq = 0  # the first step not kept
+
+    @classmethod
+    def of(cls, history: History) -> Self:
+        found = history.memo.get(cls.KEY)
+        if isinstance(found, cls):
+            return found
+        made = cls()
+        history.memo[cls.KEY] = made
+        return made
+
+    def _keep(self, data: bytes) -> None:
+        self.data += b"," + data if self.data else data
+
+    def _joined(self, fresh: list[bytes]) -> bytes:
+        pieces: list[bytes | bytearray] = [self.data, *fresh] if self.data else [*fresh]
+        return b",".join(pieces)
+
+
+class Transcript(_Kept):
     """The messages of a run's answers, each made and encoded once.
 
     It lives with the :class:`~agent_runtime.records.History` it was made from
@@ -88,17 +115,8 @@ class Transcript:
     KEY = "chat.transcript"
 
     def __init__(self) -> None:
+        super().__init__()
         self.messages: list[dict[str, Any]] = []  # the kept answers' messages
-        self.data = bytearray()  # their encodings, comma-separated, as in a JSON array
-        self.next_seq = 0  # the first step not kept
-
-    @classmethod
-    def of(cls, history: History) -> Transcript:
-        found = history.memo.get(cls.KEY)
-        if isinstance(found, Transcript):
-            return found
-        made = history.memo[cls.KEY] = Transcript()
-        return made
 
     def update(self, history: History) -> list[tuple[dict[str, Any], bytes]]:
         """Keep every newly settled answer of ``history`` (this transcript's own); the
@@ -118,37 +136,24 @@ class Transcript:
                 continue
             for message, data in made:
                 self.messages.append(message)
-                self.data += b"," + data if self.data else data
+                self._keep(data)
             self.next_seq = seq
         return fresh
 
     def json(self, history: History) -> bytes:
         """The messages of :meth:`update` (kept and fresh) as the inside of a JSON array."""
-        pieces: list[bytes | bytearray] = [data for _, data in self.update(history)]
-        return b",".join([self.data, *pieces] if self.data else pieces)
+        return self._joined([data for _, data in self.update(history)])
 
 
-class Steps:
+class Steps(_Kept):
     """The seed's protocol's history (``History.confirmed_steps``), each step encoded once:
     the same growth rule as :class:`Transcript`, for ``POST /v1/decide``."""
 
     KEY = "decide.steps"
 
-    def __init__(self) -> None:
-        self.data = bytearray()  # the settled steps' encodings, comma-separated
-        self.next_seq = 0  # the first step not kept
-
-    @classmethod
-    def of(cls, history: History) -> Steps:
-        found = history.memo.get(cls.KEY)
-        if isinstance(found, Steps):
-            return found
-        made = history.memo[cls.KEY] = Steps()
-        return made
-
     def json(self, history: History) -> bytes:
         """The confirmed steps, in step order, as the inside of a JSON array."""
-        fresh: list[bytes | bytearray] = []
+        fresh: list[bytes] = []
         stuck = False  # a step not settled yet: it and every later one are made afresh
         seq = self.next_seq
         while seq in history.decisions:
@@ -158,10 +163,10 @@ class Steps:
                 fresh += [] if step is None else [step]
             else:
                 if step is not None:
-                    self.data += b"," + step if self.data else step
+                    self._keep(step)
                 self.next_seq = seq + 1
             seq += 1
-        return b",".join([self.data, *fresh] if self.data else fresh)
+        return self._joined(fresh)
 
 
 def _step(history: History, seq: int) -> bytes | None:
