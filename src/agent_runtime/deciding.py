@@ -125,7 +125,7 @@ class Decider:
             tools=list(tools.values()),
         )
         answer = self.model_for(agent).ask(question)
-        checked = _checked(answer, tools)
+        checked = checked_answer(answer, tools)
         self.crash.reached("after_decide_before_journal", seq)
         made = self.journal.record_answer(
             lease, seq, [c[:3] for c in checked], message=answer.message, usage=answer.usage
@@ -158,13 +158,13 @@ def checked_calls(
 ) -> list[tuple[str, dict[str, Any], str | None]]:
     """The answer's calls as (tool, validated args, call id), or the error saying which
     call is wrong: an unknown tool, or arguments its schema refuses. Nothing is journaled."""
-    return [c[:3] for c in _checked(answer, tools)]
+    return [c[:3] for c in checked_answer(answer, tools)]
 
 
 Checked = tuple[str, dict[str, Any], str | None, dict[str, Any] | None]
 
 
-def _checked(answer: Answer, tools: Mapping[str, Tool]) -> list[Checked]:
+def checked_answer(answer: Answer, tools: Mapping[str, Tool]) -> list[Checked]:
     """:func:`checked_calls`, each with its arguments as typed (None for ``done``): one
     validation per call, shared by the journal and the attempts."""
     decided: list[Checked] = []
