@@ -57,6 +57,21 @@ class Shadow:
     def database_crashed(self) -> None:
         self.crashed = True
 
+    def lost_unseen(self, now: Snapshot, journaled: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Of the steps whose answers were ``journaled`` (run, seq), those a database crash
+        since the last check took back before the shadow ever saw them: journaled in the
+        very event that crashed the database. Allowed like a seen one that may vanish
+        (:func:`decision_may_vanish`): nothing durable of them was seen either, and an
+        intent written after one cannot outlive it (its foreign key), so a call that went
+        out without a durable intent still shows in the remote's view."""
+        if not self.crashed:
+            return []
+        return [
+            (run, seq)
+            for run, seq in journaled
+            if seq not in now.decisions.get(run, {}) and seq not in self.decisions[run]
+        ]
+
     def check_and_update(self, now: Snapshot, gen_before: dict[str, int]) -> list[Violation]:
         found = self._decisions(now) + self._calls(now) + self._runs(now)
         found += self._stale_writes(now, gen_before)
