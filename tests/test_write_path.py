@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from agent_runtime import clock, db
 from agent_runtime.config import Settings
@@ -36,8 +36,7 @@ FIXED = 3
 def meter(database_url: str) -> Iterator[db.Connection]:
     """A connection to another database of the same server, to read the counters from
     (reading them there counts no transaction here)."""
-    info = conninfo_to_dict(database_url)
-    with db.connection(make_conninfo(**{**info, "dbname": "postgres"})) as c:
+    with db.connection(make_conninfo(database_url, dbname="postgres")) as c:
         yield c
 
 
@@ -319,6 +318,7 @@ def test_the_runs_list_shows_a_step_as_activity_though_the_run_row_stays(
     journal.record_decision(lease, 1, "create_database", {"name": "db-1"})
     later = journal.record_confirm(lease, journal.record_intent(lease, 1), {"id": "d-1"}, "created")
     run = journal.require_run("active")
+    assert later.confirmed_at is not None
     assert run.updated_at < later.confirmed_at  # the run row was not rewritten
     params = {"statuses": None, "in_doubt": False, "limit": None}
     (listed,) = db.run(conn, "operator_list_runs", params)
