@@ -55,8 +55,12 @@ class Checks(Driving):
         found = list(self.problems)
         self.problems.clear()
         found += invariants.no_duplicate_effect(now)
+        journaled = [
+            (a.run, a.seq) for a in self.asks if a.fate == "journaled" and a.seq is not None
+        ]
+        unseen = self.shadow.lost_unseen(now, journaled)
         found += self.shadow.check_and_update(now, self.gen_before)
-        for run, seq in self.shadow.vanished:  # a crash took the decision back
+        for run, seq in [*self.shadow.vanished, *unseen]:  # a crash took the decision back
             for ask in self.asks:
                 if (ask.run, ask.seq, ask.fate) == (run, seq, "journaled"):
                     ask.lose("its decision was lost in a database crash", True)

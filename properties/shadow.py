@@ -8,11 +8,13 @@ After every event the new snapshot is compared with what was seen before:
 - no row appears written by a generation older than the run's generation when the event
   began (a *stale write*: fencing let a worker that lost its lease write);
 - across a **database crash** the same holds for everything the protocol makes durable
-  before acting on it (decisions, intents, status changes, claims). A confirm is the one
-  row the protocol lets a crash take back (it commits without waiting for the flush):
-  it may revert to its intent, and then its contract must bring the lost result back
+  before acting on it (intents, status changes, claims). Two writes commit without
+  waiting for the flush, and a crash may take them back: a model answer with its decisions
+  may vanish as long as nothing durable came after it (:func:`decision_may_vanish`), and
+  then the model is asked again; and a confirm of a ``keyed``, ``checked`` or ``read``
+  call may revert to its intent, and then its contract must bring the lost result back
   unchanged: a keyed re-send answered ``already_done``, a checked call's check ``found``,
-  a read read again, a ``once`` call confirmed by an operator.
+  a read read again. A ``once`` call's confirm is durable.
 """
 
 from __future__ import annotations
@@ -27,13 +29,24 @@ from .violations import Violation
 RECOVERED = {"keyed": "already_done", "checked": "found", "read": "read", "once": "operator"}
 
 
-def decision_may_vanish(now: Snapshot, run: str, seq: int) -> bool:
-    """Whether a database crash may take back the decision of (run, seq).
+def decision_may_vanish(shadow: Shadow, run: str, seq: int) -> bool:
+    """Whether a database crash may take back the decision of (run, seq), as seen before it.
 
-    The decision commits durably before the tool is called (ARCHITECTURE.md, "What a
-    database crash can lose"), so never.
+    An answer and its decisions commit without waiting for the WAL flush; the next durable
+    commit flushes them too, since WAL is sequential (ARCHITECTURE.md, "What a database
+    crash can lose"). So the answer may vanish, all its decisions together, only while
+    nothing durable of its run was seen after it: no intent of any of its calls or of a
+    later step (the call goes out only after its intent's durable commit), the run not done
+    (the finish is durable), no later claim (its generation still the run's). A durable
+    commit of another run or of a heartbeat flushes it as well; the rule allows more than
+    can happen, never less.
     """
-    return False
+    seen = shadow.decisions[run]
+    llm_call = seen[seq].llm_call
+    first = min(s for s, d in seen.items() if d.llm_call == llm_call)
+    if any(s >= first for s in shadow.calls.get(run, {})) or run in shadow.done:
+        return False
+    return shadow.generations.get(run, 0) <= seen[seq].generation
 
 
 @dataclass
@@ -48,6 +61,21 @@ class Shadow:
 
     def database_crashed(self) -> None:
         self.crashed = True
+
+    def lost_unseen(self, now: Snapshot, journaled: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Of the steps whose answers were ``journaled`` (run, seq), those a database crash
+        since the last check took back before the shadow ever saw them: journaled in the
+        very event that crashed the database. Allowed like a seen one that may vanish
+        (:func:`decision_may_vanish`): nothing durable of them was seen either, and an
+        intent written after one cannot outlive it (its foreign key), so a call that went
+        out without a durable intent still shows in the remote's view."""
+        if not self.crashed:
+            return []
+        return [
+            (run, seq)
+            for run, seq in journaled
+            if seq not in now.decisions.get(run, {}) and seq not in self.decisions[run]
+        ]
 
     def check_and_update(self, now: Snapshot, gen_before: dict[str, int]) -> list[Violation]:
         found = self._decisions(now) + self._calls(now) + self._runs(now)
@@ -66,7 +94,7 @@ class Shadow:
         for run, seen in self.decisions.items():
             for seq, old in list(seen.items()):
                 new = now.decisions.get(run, {}).get(seq)
-                if new is None and self.crashed and decision_may_vanish(now, run, seq):
+                if new is None and self.crashed and decision_may_vanish(self, run, seq):
                     del seen[seq]
                     self.vanished.append((run, seq))
                 elif new is None:

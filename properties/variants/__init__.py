@@ -31,6 +31,9 @@ variant                    kind                    what is broken
 ``heartbeat_ignored``      ignored signal          the worker never reads what its heartbeat
                                                    found, and acts after being fenced
 ``async_intent``           durability              the intent commits without the WAL flush
+``decision_relaxes_session``  durability           the decision's relaxed commit is set for the
+                                                   session, so the intent after it skips the
+                                                   flush too
 ``retry_fresh_key``        retry path              a retry re-sends under a key of its own
                                                    attempt (a restart uses the journaled one)
 ``status_from_attempt``    derived status          ``remote_status`` comes from the attempt
@@ -172,6 +175,12 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="durability",
             summary="the intent commits without waiting for the WAL flush",
             journal=journals.RelaxedIntentJournal,
+        ),
+        Variant(
+            name="decision_relaxes_session",
+            kind="durability",
+            summary="the decision's synchronous_commit=off leaks into the session",
+            journal=journals.LeakyRelaxedJournal,
         ),
         Variant(
             name="retry_fresh_key",

@@ -192,3 +192,14 @@ class FirstCallJournal(Journal):
                 seen.add(d.llm_call)
                 kept[seq] = d
         return replace(full, decisions=kept)
+
+
+class LeakyRelaxedJournal(Journal):
+    """decision_relaxes_session: the decision's ``synchronous_commit = off`` is set for the
+    session (``set_config(..., false)``, one argument from right), so every later commit
+    of the connection -- the intent before its call, claims, the finish -- skips the flush
+    too, and a database crash may take back an intent whose request already went out."""
+
+    def _write(self, name: str, lease: Lease, what: str, **params: Any) -> list[dict[str, Any]]:
+        leaky = "session_relaxed_decision" if name == "record_decision" else name
+        return written(self, leaky, lease, what, **params)

@@ -73,6 +73,12 @@ EDITS: Final[dict[str, Edit]] = {
         replacement="WHERE status IN ('pending', 'running', 'needs_attention')",
         why="the sweep's status list grew by one: a run parked for an operator is claimed",
     ),
+    "session_relaxed_decision": Edit(
+        base="record_decision",
+        pattern=r"set_config\('synchronous_commit', 'off', true\)",
+        replacement="set_config('synchronous_commit', 'off', false)",
+        why="the decision's relaxed commit is set for the session, not the transaction",
+    ),
     "overwrite_decision": Edit(
         base="record_decision",
         pattern=r"\nRETURNING seq, llm_call, decided_at$",

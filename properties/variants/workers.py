@@ -84,7 +84,7 @@ class CheckBlindActor(Actor):
         lease: Lease,
         tool: Tool,
         context: Call,
-        args: dict[str, Any],
+        args: Mapping[str, Any],
         call: ToolCall,
         *,
         checking: bool,

@@ -70,30 +70,39 @@ class Actor:
         guard: Callable[[Lease], None],
         sleep: Callable[[float], None],
         backoff: Callable[[float], Backoff],
+        typed_for: Callable[[str, Decision], Mapping[str, Any] | None] = lambda run, d: None,
     ) -> None:
         self.journal = journal
         self.crash = crash
         self._guard = guard
         self._sleep = sleep
         self._backoff = backoff
+        self._typed_for = typed_for
 
     def act(
         self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
     ) -> ToolCall:
-        """Carry out ``decision`` (``call``: its intent, when a restart finds one)."""
+        """Carry out ``decision`` (``call``: its intent, when a restart finds one).
+
+        Its arguments were checked when this process decided it (``typed_for`` hands them
+        over); a decision read back from the journal is checked here, once for every
+        attempt."""
         seq = decision.seq
+        typed = self._typed_for(lease.run_id, decision)
         tool = tools.get(decision.tool)
         if tool is None:
             raise UnusableDecision(
                 f"journaled decision seq={seq} names tool {decision.tool!r}, which this "
                 f"agent does not have (it has: {', '.join(sorted(tools))})"
             )
-        try:
-            args = tool.validate(decision.args)
-        except InvalidArguments as exc:
-            raise UnusableDecision(
-                f"journaled decision seq={seq} cannot be acted on: {exc}"
-            ) from exc
+        if typed is None:
+            try:
+                typed = tool.checked(decision.args)[1]
+            except InvalidArguments as exc:
+                raise UnusableDecision(
+                    f"journaled decision seq={seq} cannot be acted on: {exc}"
+                ) from exc
+        args = typed
         first = call is None
         if call is None:
             self.crash.reached("before_intent", seq)
@@ -143,7 +152,7 @@ class Actor:
         lease: Lease,
         tool: Tool,
         context: Call,
-        args: dict[str, Any],
+        args: Mapping[str, Any],
         call: ToolCall,
         *,
         checking: bool,
@@ -163,10 +172,10 @@ class Actor:
             attempted = Call(**{**context.__dict__, "attempt": attempt})
             try:
                 if tool.effect == "checked" and (checking or attempt > 1):
-                    found = tool.look(attempted, args)
+                    found = tool.look_typed(attempted, args)
                     if found is not None:
                         return "confirmed", found
-                return "confirmed", tool(attempted, args)
+                return "confirmed", tool.invoke(attempted, args)
             except AgentRuntimeError:
                 raise
             except tool.retry_on as exc:

@@ -66,6 +66,9 @@ class Decider:
         self._transports = dict(transports or {})
         self._sleep = sleep
         self._rand = rand
+        # (run, seq) -> a decision this process made and its arguments as checked then, so
+        # that acting on that very decision checks them no second time (see typed_for)
+        self.typed: dict[tuple[str, int], tuple[Decision, dict[str, Any]]] = {}
 
     def close(self) -> None:
         for model in {id(m): m for m in [*self._models.values(), self._model] if m}.values():
@@ -96,6 +99,17 @@ class Decider:
             self._models[agent.name] = model
         return model
 
+    def typed_for(self, run_id: str, decision: Decision) -> dict[str, Any] | None:
+        """The checked arguments of ``decision`` if this process made it (once), else None:
+        a decision read back from the journal is checked again where it is acted on."""
+        made = self.typed.pop((run_id, decision.seq), None)
+        return made[1] if made is not None and made[0] is decision else None
+
+    def forget(self, run_id: str) -> None:
+        """Drop what :meth:`typed_for` keeps for ``run_id`` (a run (re)starts)."""
+        for key in [k for k in self.typed if k[0] == run_id]:
+            del self.typed[key]
+
     def decide(
         self, lease: Lease, seq: int, history: History, agent: Agent, task: str | None
     ) -> list[Decision]:
@@ -111,12 +125,14 @@ class Decider:
             tools=list(tools.values()),
         )
         answer = self.model_for(agent).ask(question)
-        decided = checked_calls(answer, tools)
+        checked = checked_answer(answer, tools)
         self.crash.reached("after_decide_before_journal", seq)
         made = self.journal.record_answer(
-            lease, seq, decided, message=answer.message, usage=answer.usage
+            lease, seq, [c[:3] for c in checked], message=answer.message, usage=answer.usage
         )
-        for decision in made:
+        for decision, (*_, typed) in zip(made, checked, strict=True):
+            if typed is not None:
+                self.typed[lease.run_id, decision.seq] = (decision, typed)
             history.answers.setdefault(decision.llm_call, _answer_record(decision, answer))
             log.info(
                 "decided run=%s seq=%d tool=%s args=%s llm_calls=%d",
@@ -142,12 +158,21 @@ def checked_calls(
 ) -> list[tuple[str, dict[str, Any], str | None]]:
     """The answer's calls as (tool, validated args, call id), or the error saying which
     call is wrong: an unknown tool, or arguments its schema refuses. Nothing is journaled."""
-    decided: list[tuple[str, dict[str, Any], str | None]] = []
+    return [c[:3] for c in checked_answer(answer, tools)]
+
+
+Checked = tuple[str, dict[str, Any], str | None, dict[str, Any] | None]
+
+
+def checked_answer(answer: Answer, tools: Mapping[str, Tool]) -> list[Checked]:
+    """:func:`checked_calls`, each with its arguments as typed (None for ``done``): one
+    validation per call, shared by the journal and the attempts."""
+    decided: list[Checked] = []
     for proposed in answer.calls:
         if proposed.tool == DONE:
             if proposed.args not in (None, {}):
                 raise InvalidArguments(f"{DONE!r} takes no arguments, got {proposed.args!r:.200}")
-            decided.append((DONE, {}, proposed.call_id))
+            decided.append((DONE, {}, proposed.call_id, None))
             continue
         tool = tools.get(proposed.tool)
         if tool is None:
@@ -155,7 +180,8 @@ def checked_calls(
                 f"the model chose tool {proposed.tool!r}, which does not exist; known tools: "
                 f"{', '.join(sorted(tools))}, or a final answer"
             )
-        decided.append((tool.name, tool.validate(proposed.args), proposed.call_id))
+        as_json, typed = tool.checked(proposed.args)
+        decided.append((tool.name, as_json, proposed.call_id, typed))
     return decided
 
 

@@ -38,18 +38,19 @@ class Journal:
         return run
 
     def history(self, run_id: str) -> History:
-        decisions = {
-            d.seq: d
-            for d in map(Decision.from_row, db.run(self.conn, "load_decisions", {"run": run_id}))
-        }
-        calls = {
-            c.seq: c
-            for c in map(ToolCall.from_row, db.run(self.conn, "load_tool_calls", {"run": run_id}))
-        }
-        answers = {
-            a.llm_call: a
-            for a in map(ModelAnswer.from_row, db.run(self.conn, "load_answers", {"run": run_id}))
-        }
+        """Everything durable about the run's steps: one indexed statement."""
+        decisions: dict[int, Decision] = {}
+        calls: dict[int, ToolCall] = {}
+        answers: dict[int, ModelAnswer] = {}
+        for row in db.run(self.conn, "load_history", {"run": run_id}):
+            seq = row["seq"]
+            decisions[seq] = Decision.from_row(row)
+            if row["idem_key"] is not None:
+                calls[seq] = ToolCall.from_row({**row, "generation": row["call_generation"]})
+            if row["message"] is not None and row["llm_call"] not in answers:
+                answers[row["llm_call"]] = ModelAnswer.from_row(
+                    {**row, "generation": row["answer_generation"]}
+                )
         return History(decisions=decisions, calls=calls, answers=answers)
 
     # -- run lifecycle -------------------------------------------------------------------
@@ -232,7 +233,10 @@ class Journal:
         *,
         state: str = "confirmed",
     ) -> ToolCall:
-        """Resolve the call: its result (``state='failed'``: the error the model sees)."""
+        """Resolve the call: its result (``state='failed'``: the error the model sees).
+
+        Committed without waiting for the WAL flush, except for a ``once`` call
+        (:func:`confirm_commit`)."""
         row = self._fenced(
             "record_confirm",
             lease,
@@ -241,6 +245,7 @@ class Journal:
             result=Jsonb(result),
             remote=remote_status,
             state=state,
+            commit=confirm_commit(call.effect),
         )
         return ToolCall(
             seq=call.seq,
@@ -254,3 +259,12 @@ class Journal:
             confirmed_at=row["confirmed_at"],
             effect=call.effect,
         )
+
+
+def confirm_commit(effect: str) -> str:
+    """``synchronous_commit`` for the confirm of a call under ``effect``: ``off`` where a
+    confirm a database crash takes back is recovered by the contract itself (a keyed
+    re-send answered ``already_done``, a checked call's check, a read again); ``on`` for a
+    ``once`` call, whose lost confirm would park the run for an operator although the call
+    was recorded done."""
+    return "on" if effect == "once" else "off"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -35,14 +35,16 @@ import httpx
 
 from .clients import WRONG_ENDPOINT, HttpClient, error_of
 from .config import MODEL_RETRIES
-from .conversation import DONE, Question, messages_of
+from .conversation import DONE, Question, Steps, Transcript, encoded, opening
 from .errors import ConfigError, MalformedAnswer, ModelError, ModelUnavailable
+from .tooldef import Tool
 
 log = logging.getLogger(__name__)
 
 AUTH_REFUSED = (401, 403)
 # Refusals that say "later", not "no": asked again like a 5xx (the official clients do too).
 TRANSIENT = (408, 429)
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,15 +76,23 @@ class _ModelClient(HttpClient):
     default_retries: ClassVar[int] = MODEL_RETRIES
     path: ClassVar[str]
 
-    def _post(self, run_id: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
-        """POST ``body``; the answer's JSON, after retrying what is transient."""
+    def _post(
+        self, run_id: str, body: Mapping[str, Any] | bytes, headers: Mapping[str, str]
+    ) -> Any:
+        """POST ``body`` (JSON, or already encoded); the answer's JSON, after retrying what
+        is transient."""
+        if isinstance(body, bytes):
+            return self._send(run_id, {"content": body}, {**headers, **JSON_BODY})
+        return self._send(run_id, {"json": body}, headers)
+
+    def _send(self, run_id: str, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
         problem = ""
         for attempt in range(self._retries + 1):
             if attempt:
                 log.info("model-retry run=%s attempt=%d after=%r", run_id, attempt + 1, problem)
             self._pause(attempt)
             try:
-                response = self._http.post(self.path, json=body, headers=dict(headers))
+                response = self._http.post(self.path, **body, headers=dict(headers))
             except httpx.TimeoutException as exc:
                 problem = f"no answer in time: {exc!r}"
                 continue
@@ -152,7 +162,12 @@ class DecideModel(_ModelClient):
         return self._post(run_id, {"run_id": run_id, "history": history}, {})
 
     def ask(self, question: Question) -> Answer:
-        return parse_decision(self.decide(question.run_id, question.history.confirmed_steps()))
+        """:meth:`decide` with the run's confirmed steps, each encoded once for the run
+        (:class:`~agent_runtime.conversation.Steps`)."""
+        steps = Steps.of(question.history).json(question.history)
+        run = encoded({"run_id": question.run_id})[:-1]
+        body = b"".join([run, b',"history":[', steps, b"]}"])
+        return parse_decision(self._post(question.run_id, body, {}))
 
 
 def parse_decision(raw: Any) -> Answer:
@@ -175,18 +190,32 @@ class ChatModel(_ModelClient):
         super().__init__(base_url, **kw)
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._tools: tuple[tuple[Tool, ...], bytes] = ((), b"")  # the last tools, encoded
 
     def ask(self, question: Question) -> Answer:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages_of(question),
-            "user": question.run_id,
-        }
-        if question.tools:
-            body["tools"] = [tool.spec() for tool in question.tools]
-            body["tool_choice"] = "auto"
-        raw = self._post(question.run_id, body, self._headers)
+        raw = self._post(question.run_id, self.body(question), self._headers)
         return parse_completion(raw)
+
+    def body(self, question: Question) -> bytes:
+        """The request: the messages (the run's :class:`~agent_runtime.conversation.
+        Transcript`: only the steps since the last question are encoded), the model, the
+        run as ``user``, the tools (encoded once for as long as they stay the same)."""
+        history = question.history
+        parts = [b'{"messages":[', b",".join(encoded(m) for m in opening(question))]
+        answers = Transcript.of(history).json(history)
+        if answers:
+            parts += [b",", answers]
+        parts += [b"],", encoded({"model": self.model, "user": question.run_id})[1:-1]]
+        if question.tools:
+            parts += [b',"tools":', self._specs(question.tools), b',"tool_choice":"auto"']
+        return b"".join([*parts, b"}"])
+
+    def _specs(self, tools: Sequence[Tool]) -> bytes:
+        last, data = self._tools
+        if len(last) != len(tools) or any(a is not b for a, b in zip(last, tools, strict=False)):
+            specs = json.dumps([t.spec() for t in tools], ensure_ascii=False, separators=(",", ":"))
+            self._tools = (tuple(tools), data := specs.encode())
+        return data
 
 
 def parse_completion(raw: Any) -> Answer:

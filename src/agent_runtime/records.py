@@ -117,6 +117,9 @@ class History:
     decisions: dict[int, Decision]
     calls: dict[int, ToolCall]
     answers: dict[int, ModelAnswer] = field(default_factory=dict)
+    # what the model clients built from this history so far, so the next question only
+    # adds the steps since (agent_runtime.conversation.Transcript); never compared or shown
+    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     def stranded(self) -> list[ToolCall]:
         """Intents without a confirm: calls whose outcome the journal cannot tell."""

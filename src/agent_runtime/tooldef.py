@@ -136,10 +136,16 @@ class Tool:
 
     def validate(self, args: object) -> dict[str, Any]:
         """``args`` checked against the schema, or :class:`InvalidArguments` saying why."""
+        return self.checked(args)[0]
+
+    def checked(self, args: object) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``args`` checked once: (as JSON, what the journal keeps; as the types the hints
+        name, what :meth:`invoke` passes), or :class:`InvalidArguments` saying why."""
         if not isinstance(args, Mapping):
             raise InvalidArguments(f"{self.name}: arguments must be an object, got {args!r:.200}")
-        checked: dict[str, Any] = self._model_of(args).model_dump(mode="json")
-        return checked
+        model = self._model_of(args)
+        as_json: dict[str, Any] = model.model_dump(mode="json")
+        return as_json, {name: getattr(model, name) for name in type(model).model_fields}
 
     def _typed(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validated ``args`` as the types the hints name (an enum member, not its value)."""
@@ -160,14 +166,22 @@ class Tool:
 
     def __call__(self, call: Call, args: Mapping[str, Any]) -> Result:
         """One attempt; the answer as a :class:`Result` (a bare value means ``created``)."""
-        answer = self.fn(call, **self._typed(args))
-        return _as_result(self, answer, "read" if self.effect == "read" else "created")
+        return self.invoke(call, self._typed(args))
 
     def look(self, call: Call, args: Mapping[str, Any]) -> Result | None:
         """A checked tool's check: the effect's result if it exists (status ``found``)."""
+        return self.look_typed(call, self._typed(args))
+
+    def invoke(self, call: Call, typed: Mapping[str, Any]) -> Result:
+        """One attempt with arguments already :meth:`checked` (their typed half)."""
+        answer = self.fn(call, **typed)
+        return _as_result(self, answer, "read" if self.effect == "read" else "created")
+
+    def look_typed(self, call: Call, typed: Mapping[str, Any]) -> Result | None:
+        """:meth:`look` with arguments already :meth:`checked` (their typed half)."""
         if self.checker is None:
             raise ConfigError(f"checked tool {self.name!r} has no check; decorate one with .check")
-        found = self.checker(call, **self._typed(args))
+        found = self.checker(call, **typed)
         return None if found is None else _as_result(self, found, "found")
 
 

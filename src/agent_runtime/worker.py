@@ -118,13 +118,6 @@ class Worker:
         self.sleep = sleep
         self.rand = rand
         self.backoff = settings.run_backoff_rule(rand)
-        self.actor = self.actor_class(
-            journal,
-            self.crash,
-            guard=self._guard,
-            sleep=sleep,
-            backoff=lambda base: Backoff(base=base, cap=settings.run_backoff_cap, rand=rand),
-        )
         self.decider = self.decider_class(
             journal,
             settings,
@@ -135,6 +128,14 @@ class Worker:
             transports=self.transports,
             sleep=sleep,
             rand=rand,
+        )
+        self.actor = self.actor_class(
+            journal,
+            self.crash,
+            guard=self._guard,
+            sleep=sleep,
+            backoff=lambda base: Backoff(base=base, cap=settings.run_backoff_cap, rand=rand),
+            typed_for=self.decider.typed_for,
         )
         self._heartbeat: Heartbeat | None = None
 
@@ -421,6 +422,7 @@ class Worker:
         )
 
     def _drive(self, lease: Lease, agent: Agent, task: str | None) -> Outcome:
+        self.decider.forget(lease.run_id)
         history = self.journal.history(lease.run_id)
         tools = self.tools_for(agent)
         for stranded in history.stranded():

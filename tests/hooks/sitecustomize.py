@@ -23,6 +23,6 @@ if BUG:
         raise RuntimeError(f"{BUG}: {MESSAGE}")
 
     if BUG == "decide":
-        deciding.checked_calls = _broken  # type: ignore[assignment]
+        deciding.checked_answer = _broken  # type: ignore[assignment]
     elif BUG == "open":
         worker.Worker.open = _broken  # type: ignore[assignment, method-assign]

@@ -308,7 +308,7 @@ class RunSummary:
     first_in_doubt: int | None  # the seq of the first of them
     failure: str | None
     created_at: datetime
-    updated_at: datetime  # the last change to the run: any journal write, claim or stop
+    updated_at: datetime  # the last change to the run: a claim, a stop, an intent or confirm
     now: datetime
 
     @classmethod

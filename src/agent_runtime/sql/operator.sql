@@ -6,9 +6,11 @@
 -- name: operator_list_runs
 -- Runs with their step counts, newest activity first. %(statuses)s NULL: every status;
 -- %(in_doubt)s: only runs holding an intent without a confirm; %(limit)s NULL: all.
--- "total" counts every matching run, before the limit.
+-- "total" counts every matching run, before the limit. Its activity (updated_at here) is
+-- the later of the run row's last change (a claim, a stop, a status change) and its last
+-- intent or confirm: a step does not rewrite the run row (queries.sql, record_intent).
 SELECT r.id, r.status, r.owner, r.generation, r.lease_expires_at, r.llm_calls, r.attempts,
-       r.failure, r.created_at, r.updated_at, r.agent,
+       r.failure, r.created_at, greatest(r.updated_at, c.last_write) AS updated_at, r.agent,
        coalesce(c.confirmed, 0) AS steps, coalesce(c.in_doubt, 0) AS in_doubt,
        c.first_in_doubt,
        count(*) OVER () AS total, cr_now() AS now
@@ -16,13 +18,14 @@ FROM runs r
 LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE t.state = 'confirmed') AS confirmed,
            count(*) FILTER (WHERE t.state = 'intent') AS in_doubt,
-           min(t.seq) FILTER (WHERE t.state = 'intent') AS first_in_doubt
+           min(t.seq) FILTER (WHERE t.state = 'intent') AS first_in_doubt,
+           max(greatest(t.intent_at, t.confirmed_at)) AS last_write
     FROM tool_calls t
     WHERE t.run_id = r.id
 ) c ON true
 WHERE (%(statuses)s::text[] IS NULL OR r.status = ANY (%(statuses)s::text[]))
   AND (NOT %(in_doubt)s::boolean OR coalesce(c.in_doubt, 0) > 0)
-ORDER BY r.updated_at DESC, r.id
+ORDER BY greatest(r.updated_at, c.last_write) DESC, r.id
 LIMIT %(limit)s::bigint;
 
 -- name: operator_load_claims

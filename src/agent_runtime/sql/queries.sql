@@ -142,44 +142,62 @@ RETURNING id;
 -- name: record_decision
 -- One model answer, whole (model_answers), and the decisions it makes: one per tool call
 -- (%(decisions)s: [{"seq", "tool", "args", "call_id"}, ...]), or one 'done'. One statement,
--- so the answer and its calls are journaled together or not at all.
-WITH owned AS (
-    UPDATE runs SET llm_calls = llm_calls + 1, updated_at = cr_now()
+-- so the answer and its calls are journaled together or not at all. It commits without
+-- waiting for the WAL flush (SET LOCAL, this transaction only): nothing is acted on before
+-- the intent's durable commit, which flushes this one too (WAL is sequential). A database
+-- crash before that costs one model call asked again; a process crash loses nothing (an
+-- asynchronous commit is visible at once). The run row changes only by llm_calls, a
+-- column no index holds, so the update is HOT.
+WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS setting
+), owned AS (
+    UPDATE runs SET llm_calls = llm_calls + 1
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
-      AND status = 'running'
+      AND status = 'running' AND (SELECT setting FROM relaxed) = 'off'
     RETURNING id, llm_calls
 ), answer AS (
     INSERT INTO model_answers (run_id, llm_call, message, usage, generation)
     SELECT id, llm_calls, %(message)s, %(usage)s, %(generation)s FROM owned
-    RETURNING run_id, llm_call
+    RETURNING run_id, llm_call, answered_at
 )
-INSERT INTO decisions (run_id, seq, tool, args, llm_call, generation, call_id)
-SELECT a.run_id, d.seq, d.tool, d.args, a.llm_call, %(generation)s, d.call_id
+INSERT INTO decisions (run_id, seq, tool, args, llm_call, generation, call_id, decided_at)
+SELECT a.run_id, d.seq, d.tool, d.args, a.llm_call, %(generation)s, d.call_id, a.answered_at
 FROM answer a, jsonb_to_recordset(%(decisions)s) AS d(seq integer, tool text, args jsonb,
                                                      call_id text)
 RETURNING seq, llm_call, decided_at;
 
 -- name: record_intent
+-- Durable: the call goes out only after this commit, which also flushes the decision
+-- before it. The run row is locked (FOR SHARE: a claim waits, and a claim that came first
+-- leaves nothing to lock), not rewritten.
 WITH owned AS (
-    UPDATE runs SET updated_at = cr_now()
+    SELECT id FROM runs
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
       AND status = 'running'
-    RETURNING id
+    FOR SHARE
 )
 INSERT INTO tool_calls (run_id, seq, idem_key, state, generation, effect)
 SELECT id, %(seq)s, %(key)s, 'intent', %(generation)s, %(effect)s FROM owned
 RETURNING intent_at;
 
 -- name: record_confirm
--- A lost confirm only costs a re-send under the same key (answered already_done),
--- so this one commit does not wait for the WAL flush. The intent and decision do.
+-- The call's answer, committed as %(commit)s says: 'off' (not waiting for the WAL flush)
+-- where a lost confirm only costs the contract's own recovery (a keyed re-send answered
+-- already_done, a checked call's check, a read again), 'on' for a 'once' call, whose lost
+-- confirm would park the run for an operator. Progress (attempts 0, progress_at) is
+-- written only on the first confirm after a claim: later ones would change nothing a
+-- reader uses, so the run row is locked, not rewritten.
 WITH relaxed AS (
-    SELECT set_config('synchronous_commit', 'off', true) AS setting
+    SELECT set_config('synchronous_commit', %(commit)s, true) AS setting
 ), owned AS (
-    UPDATE runs SET updated_at = cr_now(), attempts = 0, progress_at = cr_now()
+    SELECT id, attempts FROM runs
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
-      AND status = 'running' AND (SELECT setting FROM relaxed) = 'off'
-    RETURNING id
+      AND status = 'running' AND (SELECT setting FROM relaxed) = %(commit)s
+    FOR SHARE
+), progress AS (
+    UPDATE runs r SET attempts = 0, progress_at = cr_now(), updated_at = cr_now()
+    FROM owned
+    WHERE r.id = owned.id AND owned.attempts <> 0
 )
 UPDATE tool_calls t
 SET state = %(state)s, result = %(result)s, remote_status = %(remote)s,
@@ -213,9 +231,20 @@ SELECT seq, idem_key, state, result, remote_status, generation, confirm_generati
        intent_at, confirmed_at, effect
 FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
 
--- name: load_answers
-SELECT llm_call, message, usage, generation, answered_at
-FROM model_answers WHERE run_id = %(run)s ORDER BY llm_call;
+-- name: load_history
+-- A run's history in one statement, what a (re)start reads before it acts: every decision
+-- in step order with its call (if any) and the answer it came from (if journaled), each
+-- row found through a primary key (decisions_pkey, tool_calls_pkey, model_answers_pkey).
+-- The calls of one answer repeat its message; that is the one redundancy.
+SELECT d.seq, d.tool, d.args, d.llm_call, d.generation, d.decided_at, d.call_id,
+       t.idem_key, t.state, t.result, t.remote_status, t.generation AS call_generation,
+       t.confirm_generation, t.intent_at, t.confirmed_at, t.effect,
+       a.message, a.usage, a.generation AS answer_generation, a.answered_at
+FROM decisions d
+LEFT JOIN tool_calls t ON t.run_id = d.run_id AND t.seq = d.seq
+LEFT JOIN model_answers a ON a.run_id = d.run_id AND a.llm_call = d.llm_call
+WHERE d.run_id = %(run)s
+ORDER BY d.seq;
 
 -- name: park_run
 -- A call nothing can tell the outcome of (a 'once' tool's intent without a confirm): the
