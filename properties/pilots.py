@@ -38,7 +38,7 @@ from agent_runtime.crash import CrashPlan, InjectedCrash
 from agent_runtime.records import Lease
 from agent_runtime.worker import Worker
 
-from . import variants
+from . import sqlfile, variants
 from .agents import DEFAULT_KIND, suite_agents
 
 Action = Literal["go", "crash", "kill"]
@@ -227,8 +227,9 @@ class ConnectionPool:
     """Connections of ended in-process workers, handed to the next worker.
 
     A worker only ever ends between two autocommit statements (at a gate, or after
-    its last write), so a healthy connection it leaves behind carries no state a
-    fresh one would not; reusing it saves a connect (about 4 ms) per worker. A
+    its last write), so a healthy connection it leaves behind, its session settings reset,
+    carries no state a fresh one would not; reusing it saves a connect (about 4 ms) per
+    worker. A
     connection the schedule terminated, or one that broke, is closed instead.
     """
 
@@ -247,6 +248,12 @@ class ConnectionPool:
 
     def give_back(self, conn: db.Connection, *, healthy: bool) -> None:
         if healthy and not conn.closed and not conn.broken:
+            try:  # a setting the worker left on its session must not reach the next one
+                sqlfile.rows(conn, "reset_session")
+            except Exception:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                return
             with self._lock:
                 self._spare.append(conn)
                 return

@@ -4,6 +4,11 @@
 -- name: reset_journal
 DELETE FROM runs;
 
+-- name: reset_session
+-- A spare in-process connection, before the next worker gets it: no setting a worker
+-- left on its session (a leaked synchronous_commit, say) reaches the next schedule.
+RESET ALL;
+
 -- name: vacuum_journal
 -- Every example deletes what it wrote; a crash forgets the statistics that would make
 -- autovacuum clean up after it, so the runner vacuums itself now and then.
