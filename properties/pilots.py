@@ -321,8 +321,9 @@ class ThreadPilot(Pilot):
         self.start = start
         self._support_url = support_url
         self.owner = start.lease.owner if start.lease else owner_of(start.label)
-        self._inbox: queue.Queue[Message] = queue.Queue()
-        self._outbox: queue.Queue[Action] = queue.Queue()
+        # SimpleQueue: a C handoff, without queue.Queue's Python-level Condition per put/get
+        self._inbox: queue.SimpleQueue[Message] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Action] = queue.SimpleQueue()
         self._pool = pool
         self._conn = pool.take(start.label)
         self.backend_pid = self._conn.info.backend_pid
