@@ -139,7 +139,10 @@ def test_the_replay_command_reproduces_a_saved_failure(
     broken = _replay(path, suite_database, "--mode", mode)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "VIOLATION after event 2 (crash r0 at after_intent)" in broken.stdout
-    assert "confirmed with result unknown (created) but the cloud holds nothing" in broken.stdout
+    assert (
+        "confirmed r0:0 as created by generation 1, but the remote answered no request of that "
+        "generation under that key" in broken.stdout
+    )
 
     fixed = _replay(path, suite_database, "--mode", mode, "--variant", "correct")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
@@ -156,7 +159,7 @@ def test_the_replay_command_refuses_a_file_that_is_not_a_schedule(
     path.write_text('{"format": "something else"}')
     result = _replay(path, suite_database)
     assert result.returncode == 2
-    assert "not a crashresume.schedule/2 file" in result.stderr
+    assert "not a crashresume.schedule/3 file" in result.stderr
 
 
 def test_a_fresh_interpreter_per_worker_gives_the_same_outcome(
