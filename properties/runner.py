@@ -328,6 +328,15 @@ class ScheduleRunner(Disruptions):
                 "agents": list(AGENTS),
             },
         )
+        # The claim picks the longest idle first, but its RETURNING comes in the UPDATE's
+        # join order, which the table's physical layout decides: put the claims back in the
+        # supervisor's order, or the workers started for them (and their labels) would not
+        # replay the same way twice.
+        rows.sort(
+            key=lambda r: (
+                (before[r["id"]]["updated_at"], r["id"]) if r["id"] in before else (EPOCH, r["id"])
+            )
+        )
         for row in rows:
             prior = before.get(row["id"])
             expires = None if prior is None else prior["lease_expires_at"]

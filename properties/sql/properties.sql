@@ -42,7 +42,7 @@ SELECT id, generation FROM runs;
 SELECT owner, generation, status, lease_expires_at, cr_now() AS now FROM runs WHERE id = %(run)s;
 
 -- name: leases
-SELECT id, owner, generation, status, lease_expires_at, cr_now() AS now FROM runs;
+SELECT id, owner, generation, status, lease_expires_at, updated_at, cr_now() AS now FROM runs;
 
 -- name: generation_of_owner
 SELECT max(generation) AS generation FROM run_claims WHERE run_id = %(run)s AND owner = %(owner)s;
