@@ -174,29 +174,35 @@ class Driving(ABC):
 
     def _drive(self, w: WorkerRec, decide: Decide, *, first: str = "go") -> str:
         """Let ``w`` go from where it waits; ``decide`` what happens at each next gate."""
-        if w.state == "paused":
+        resume = w.state == "paused"
+        if resume:
             w.pilot.thaw()
             w.frozen = False
             if first in ("crash", "kill"):
                 assert w.gate is not None
                 return self._kill(w, w.gate, first)
-            w.pilot.reply("go")
         w.state = "running"
         self.moved.add(w.label)
-        for _ in range(MAX_GATES):
-            message = w.pilot.next()
+
+        def on_gate(gate: Gate) -> Literal["go", "pause", "crash", "kill"]:
             self._attribute(w)
-            if isinstance(message, Exit):
-                return self._ended(w, message)
-            self._at_gate(w, message)
-            action = decide(message)
-            if action == "pause":
-                w.state = "paused"
-                w.gate = message
-                return f"{w.label} at {message.point} seq={message.seq}"
-            if action in ("crash", "kill"):
-                return self._kill(w, message, action)
-            w.pilot.reply("go")
+            self._at_gate(w, gate)
+            return decide(gate)
+
+        stop = w.pilot.drive(on_gate, MAX_GATES, resume=resume)
+        message = stop.message
+        if isinstance(message, Exit):
+            self._attribute(w)
+            return self._ended(w, message)
+        if stop.error is not None:
+            raise stop.error
+        if stop.action == "pause":
+            w.state = "paused"
+            w.gate = message
+            return f"{w.label} at {message.point} seq={message.seq}"
+        if stop.action in ("crash", "kill"):
+            return self._kill(w, message, stop.action)
+        w.pilot.reply("go")  # the last of MAX_GATES gates passed, and the worker goes on
         w.pilot.abandon()
         w.state = "exited"
         self.problems.append(
