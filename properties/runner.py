@@ -381,11 +381,14 @@ class ScheduleRunner(Disruptions):
                 self.trace.append(f"settle {run}: " + self._drive(active, lambda g: "go"))
                 self._settle_check()
         for _ in range(SETTLE_TRIES):
+            # one read of every status per pass: resolving a run changes only its own
+            parked = self._statuses()
             for run in self.started:
-                if self._status(run) == "needs_attention":
+                if parked.get(run) == "needs_attention":
                     self.trace.append(f"settle {run}: " + self._resolve(run))
                     self._settle_check()
-            unfinished = [r for r in self.started if self._status(r) in ("pending", "running")]
+            statuses = self._statuses()
+            unfinished = [r for r in self.started if statuses.get(r) in ("pending", "running")]
             if not unfinished:
                 return
             # every worker of these is gone: one lease and the longest backoff later, all
@@ -431,6 +434,9 @@ class ScheduleRunner(Disruptions):
             row = self.last.runs.get(run)
             return row.status if row else None
         return self._status(run)
+
+    def _statuses(self) -> dict[str, str]:
+        return {row["id"]: row["status"] for row in sqlfile.rows(self.conn, "statuses")}
 
     def _status(self, run: str) -> str | None:
         row = sqlfile.one(self.conn, "status_of", {"run": run})

@@ -50,6 +50,9 @@ SELECT max(generation) AS generation FROM run_claims WHERE run_id = %(run)s AND 
 -- name: status_of
 SELECT status FROM runs WHERE id = %(run)s;
 
+-- name: statuses
+SELECT id, status FROM runs;
+
 -- name: terminate_backend
 SELECT pg_terminate_backend(%(pid)s) AS terminated;
 
