@@ -32,6 +32,7 @@ from .violations import Violation
 MAX_GATES: Final = 400  # gates one drive may pass before the worker is declared stuck
 MODEL_ERRORS: Final = frozenset({"MalformedAnswer", "UnknownTool", "InvalidArguments"})
 FENCED: Final = frozenset({"LeaseLost", "StaleGeneration"})
+NOBODY_BEATS: Final = "nobody beats"  # a tick, sweep or heartbeat no worker renewed at
 
 Decide = Callable[[Gate], Literal["go", "pause", "crash", "kill"]]
 
@@ -258,7 +259,7 @@ class Driving(ABC):
 
     def _beat_all(self, run: str | None = None) -> str:
         results = [self._beat(w) for w in self._live(run) if w.state == "paused"]
-        return ", ".join(results) if results else "nobody beats"
+        return ", ".join(results) if results else NOBODY_BEATS
 
     # -- the ask ledger -----------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from . import baseline, sqlfile, variants
 from .agents import DEFAULT_KIND, KINDS, suite_agents
 from .baseline import Baseline
 from .disruptions import CrashableServer, Disruptions
-from .driving import Stats
+from .driving import NOBODY_BEATS, Stats
 from .events import RUNS, Event, run_id
 from .observe import Snapshot
 from .pilots import Start, owner_of
@@ -213,9 +213,12 @@ class ScheduleRunner(Disruptions):
         current, self.last, self.unchanged = self.last, None, None
         handler = getattr(self, f"_on_{event.op}")
         result: str = handler(event)
-        if current is not None and (event.op in KNOB_EVENTS or result.startswith("skipped")):
-            # Nothing moved (a skipped event returns before it acts; a knob is not observed):
-            # the next check judges the same snapshot again instead of reading it again.
+        if current is not None and (
+            event.op in KNOB_EVENTS or result.startswith("skipped") or result == NOBODY_BEATS
+        ):
+            # Nothing moved (a skipped event returns before it acts; a knob is not observed; a
+            # tick nobody renewed at moved only the clock, which no snapshot holds): the next
+            # check judges the same snapshot again instead of reading it again.
             self.unchanged = self.last = current
         self.trace.append(f"{event}: {result}")
         self.stats.events += 1
