@@ -35,6 +35,7 @@ class Checks(Driving):
     shadow: Shadow
     gen_before: dict[str, int]
     last: Snapshot | None
+    unchanged: Snapshot | None  # the last snapshot, when the events since changed nothing
     previous: Snapshot | None
     claims_seen: set[tuple[str, int]]
     clock_now: datetime
@@ -49,7 +50,8 @@ class Checks(Driving):
 
     def check(self) -> None:
         """The invariants after an event; raises the violations found."""
-        now = self.observe()
+        now = self.unchanged if self.unchanged is not None else self.observe()
+        self.unchanged = None  # every invariant runs either way, on a snapshot that is current
         self.last = now
         self.known = {run: (row.owner, row.generation) for run, row in now.runs.items()}
         found = list(self.problems)

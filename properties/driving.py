@@ -32,6 +32,7 @@ from .violations import Violation
 MAX_GATES: Final = 400  # gates one drive may pass before the worker is declared stuck
 MODEL_ERRORS: Final = frozenset({"MalformedAnswer", "UnknownTool", "InvalidArguments"})
 FENCED: Final = frozenset({"LeaseLost", "StaleGeneration"})
+NOBODY_BEATS: Final = "nobody beats"  # a tick, sweep or heartbeat no worker renewed at
 
 Decide = Callable[[Gate], Literal["go", "pause", "crash", "kill"]]
 
@@ -174,29 +175,35 @@ class Driving(ABC):
 
     def _drive(self, w: WorkerRec, decide: Decide, *, first: str = "go") -> str:
         """Let ``w`` go from where it waits; ``decide`` what happens at each next gate."""
-        if w.state == "paused":
+        resume = w.state == "paused"
+        if resume:
             w.pilot.thaw()
             w.frozen = False
             if first in ("crash", "kill"):
                 assert w.gate is not None
                 return self._kill(w, w.gate, first)
-            w.pilot.reply("go")
         w.state = "running"
         self.moved.add(w.label)
-        for _ in range(MAX_GATES):
-            message = w.pilot.next()
+
+        def on_gate(gate: Gate) -> Literal["go", "pause", "crash", "kill"]:
             self._attribute(w)
-            if isinstance(message, Exit):
-                return self._ended(w, message)
-            self._at_gate(w, message)
-            action = decide(message)
-            if action == "pause":
-                w.state = "paused"
-                w.gate = message
-                return f"{w.label} at {message.point} seq={message.seq}"
-            if action in ("crash", "kill"):
-                return self._kill(w, message, action)
-            w.pilot.reply("go")
+            self._at_gate(w, gate)
+            return decide(gate)
+
+        stop = w.pilot.drive(on_gate, MAX_GATES, resume=resume)
+        message = stop.message
+        if isinstance(message, Exit):
+            self._attribute(w)
+            return self._ended(w, message)
+        if stop.error is not None:
+            raise stop.error
+        if stop.action == "pause":
+            w.state = "paused"
+            w.gate = message
+            return f"{w.label} at {message.point} seq={message.seq}"
+        if stop.action in ("crash", "kill"):
+            return self._kill(w, message, stop.action)
+        w.pilot.reply("go")  # the last of MAX_GATES gates passed, and the worker goes on
         w.pilot.abandon()
         w.state = "exited"
         self.problems.append(
@@ -252,7 +259,7 @@ class Driving(ABC):
 
     def _beat_all(self, run: str | None = None) -> str:
         results = [self._beat(w) for w in self._live(run) if w.state == "paused"]
-        return ", ".join(results) if results else "nobody beats"
+        return ", ".join(results) if results else NOBODY_BEATS
 
     # -- the ask ledger -----------------------------------------------------------------------
 

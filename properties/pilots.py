@@ -74,6 +74,22 @@ class Exit:
 
 Message = Gate | Exit
 
+# What the runner does at a gate while a drive lasts: its bookkeeping, then the word.
+OnGate = Callable[[Gate], Literal["go", "pause", "crash", "kill"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stop:
+    """Where one drive (:meth:`Pilot.drive`) left the worker.
+
+    ``message`` is the worker's :class:`Exit`, or the gate it waits at; ``action`` what the
+    runner's ``on_gate`` said there (``go``: the drive ran out of gates); ``error`` what
+    ``on_gate`` raised there, if it raised."""
+
+    message: Message
+    action: str | None = None
+    error: BaseException | None = None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Start:
@@ -205,6 +221,24 @@ class Pilot(ABC):
     def reply(self, action: Action) -> None:
         """Answer the gate the worker waits at."""
 
+    def drive(self, on_gate: OnGate, gates: int, *, resume: bool) -> Stop:
+        """Let the worker run (``resume``: answer ``go`` at the gate it waits at) while
+        ``on_gate`` says ``go``, for at most ``gates`` gates; where it stopped.
+
+        Here, one message per gate in the caller's thread; a pilot may run ``on_gate`` in the
+        worker's own thread instead (the caller waits meanwhile, so it is the same order)."""
+        if resume:
+            self.reply("go")
+        for passed in range(1, gates + 1):
+            message = self.next()
+            if isinstance(message, Exit):
+                return Stop(message=message)
+            action = on_gate(message)
+            if action != "go" or passed == gates:
+                return Stop(message=message, action=action)
+            self.reply("go")
+        raise ValueError(f"a drive needs at least one gate, not {gates}")
+
     @abstractmethod
     def beat(self) -> Beat:
         """While the worker waits at a gate: renew its lease once, as its heartbeat would."""
@@ -328,8 +362,9 @@ class ThreadPilot(Pilot):
         self.start = start
         self._support_url = support_url
         self.owner = start.lease.owner if start.lease else owner_of(start.label)
-        self._inbox: queue.Queue[Message] = queue.Queue()
-        self._outbox: queue.Queue[Action] = queue.Queue()
+        # SimpleQueue: a C handoff, without queue.Queue's Python-level Condition per put/get
+        self._inbox: queue.SimpleQueue[Message | Stop] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Action] = queue.SimpleQueue()
         self._pool = pool
         self._conn = pool.take(start.label)
         self.backend_pid = self._conn.info.backend_pid
@@ -346,13 +381,31 @@ class ThreadPilot(Pilot):
             heartbeat_connect=pool.heartbeat_connect,
         )
         self._ended = False
+        self._steer: _Steer | None = None  # the drive under way, run at the worker's gates
         self._thread = threading.Thread(
             target=self._body, name=f"properties-{start.label}", daemon=True
         )
         self._thread.start()
 
     def _gate(self, point: str, seq: int) -> None:
-        self._inbox.put(Gate(point=point, seq=seq))
+        gate = Gate(point=point, seq=seq)
+        steer = self._steer
+        if steer is None:
+            self._inbox.put(gate)
+        else:
+            # A drive is under way and the runner waits for its end: judge the gate here,
+            # in this thread, instead of two thread switches per gate passed.
+            try:
+                action = steer.on_gate(gate)
+            except BaseException as exc:  # the runner's to raise, not the worker's
+                self._steer = None
+                self._inbox.put(Stop(message=gate, error=exc))
+            else:
+                steer.passed += 1
+                if action == "go" and steer.passed < steer.gates:
+                    return
+                self._steer = None
+                self._inbox.put(Stop(message=gate, action=action))
         if self._outbox.get() != "go":
             raise InjectedCrash(point, seq)
 
@@ -371,6 +424,35 @@ class ThreadPilot(Pilot):
             self._inbox.put(message)
 
     def next(self, timeout: float = MESSAGE_TIMEOUT) -> Message:
+        message = self._receive(timeout)
+        if isinstance(message, Stop):
+            raise RuntimeError(f"worker {self.start.label} sent {message} outside a drive")
+        return message
+
+    def drive(self, on_gate: OnGate, gates: int, *, resume: bool) -> Stop:
+        if gates < 1:
+            raise ValueError(f"a drive needs at least one gate, not {gates}")
+        steer = self._steer = _Steer(on_gate=on_gate, gates=gates)
+        if resume:
+            self.reply("go")
+        try:
+            while True:
+                message = self._receive(MESSAGE_TIMEOUT)
+                if isinstance(message, Stop):
+                    return message
+                if isinstance(message, Exit):
+                    return Stop(message=message)
+                # a gate reached before the drive was set up (a new worker's first): judged
+                # here, as the base class would
+                steer.passed += 1
+                action = on_gate(message)
+                if action != "go" or steer.passed >= gates:
+                    return Stop(message=message, action=action)
+                self.reply("go")
+        finally:
+            self._steer = None
+
+    def _receive(self, timeout: float) -> Message | Stop:
         try:
             message = self._inbox.get(timeout=timeout)
         except queue.Empty:
@@ -398,3 +480,12 @@ class ThreadPilot(Pilot):
         if self._thread.is_alive():  # stuck outside a gate: a daemon thread, left behind
             log.warning("worker %s did not stop within %ss", self.start.label, ABANDON_WAIT)
         self._ended = True
+
+
+@dataclass(eq=False, kw_only=True)
+class _Steer:
+    """A drive a :class:`ThreadPilot`'s worker runs at its own gates."""
+
+    on_gate: OnGate
+    gates: int
+    passed: int = 0

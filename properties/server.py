@@ -41,6 +41,9 @@ SETTINGS: Final = {
     # A crash forgets the table statistics, and the planner's guesses then cross JIT's
     # threshold: a snapshot of four tiny tables would spend 200 ms compiling itself.
     "jit": "off",
+    # Every start first tries to map its shared memory in huge pages (the default, "try");
+    # where the machine has none reserved that attempt costs a fifth of a restart.
+    "huge_pages": "off",
 }
 
 

@@ -139,8 +139,9 @@ def test_the_replay_command_reproduces_a_saved_failure(
     broken = _replay(path, suite_database, "--mode", mode)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "VIOLATION after event 2 (crash r0 at after_intent)" in broken.stdout
-    assert "confirmed r0:0 as created by generation 1, but the remote answered no request" in (
-        broken.stdout
+    assert (
+        "confirmed r0:0 as created by generation 1, but the remote answered no request of that "
+        "generation under that key" in broken.stdout
     )
 
     fixed = _replay(path, suite_database, "--mode", mode, "--variant", "correct")

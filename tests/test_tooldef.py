@@ -313,3 +313,25 @@ def test_a_checked_tool_without_a_check_says_how_to_add_one_when_a_restart_needs
 
     with pytest.raises(ConfigError, match="checked tool '_plain' has no check; decorate one"):
         checked.look(_call(), {"x": 1})
+
+
+def _closure_tool(default: int) -> Any:
+    def make(limit: int = default) -> Any:
+        def count(call: Call, n: Quantity = limit) -> int:
+            return n
+
+        return tool(count, effect="read")
+
+    return make
+
+
+def test_tools_rebuilt_from_one_function_share_its_arguments_model_and_a_copy_of_its_schema() -> (
+    None
+):
+    first, again, other = _closure_tool(2)(), _closure_tool(2)(), _closure_tool(3)()
+    assert first.arguments is again.arguments  # a worker's tools cost no pydantic rebuild
+    assert other.arguments is not first.arguments  # another default: another model
+    assert first.validate({}) == {"n": 2} and other.validate({}) == {"n": 3}
+    shown = first.parameters
+    shown["properties"]["n"]["maximum"] = 99
+    assert first.parameters["properties"]["n"]["maximum"] == 5

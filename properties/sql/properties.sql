@@ -47,13 +47,16 @@ SELECT id, generation FROM runs;
 SELECT owner, generation, status, lease_expires_at, cr_now() AS now FROM runs WHERE id = %(run)s;
 
 -- name: leases
-SELECT id, owner, generation, status, lease_expires_at, cr_now() AS now FROM runs;
+SELECT id, owner, generation, status, lease_expires_at, updated_at, cr_now() AS now FROM runs;
 
 -- name: generation_of_owner
 SELECT max(generation) AS generation FROM run_claims WHERE run_id = %(run)s AND owner = %(owner)s;
 
 -- name: status_of
 SELECT status FROM runs WHERE id = %(run)s;
+
+-- name: statuses
+SELECT id, status FROM runs;
 
 -- name: terminate_backend
 SELECT pg_terminate_backend(%(pid)s) AS terminated;

@@ -39,9 +39,11 @@ An :class:`~agent_runtime.errors.AgentRuntimeError` a tool raises keeps its own 
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args, overload
 
@@ -118,10 +120,8 @@ class Tool:
 
     @property
     def parameters(self) -> dict[str, Any]:
-        """The arguments' JSON Schema."""
-        schema: dict[str, Any] = self.arguments.model_json_schema()
-        schema.pop("title", None)
-        return schema
+        """The arguments' JSON Schema (a fresh copy: the caller may change it)."""
+        return copy.deepcopy(_schema_of(self.arguments))
 
     def spec(self) -> dict[str, Any]:
         """The tool as the Chat Completions API describes one."""
@@ -243,13 +243,47 @@ def tool(
     return make(fn) if fn is not None else make
 
 
+@functools.cache
+def _schema_of(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of an arguments model, made once per model (pydantic rebuilds it on
+    every ``model_json_schema()``, and a model is shown the tools at every step)."""
+    schema: dict[str, Any] = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+# Arguments models by what they are made of. Agents build their tools per worker (closures
+# over the worker's clients), so one function's code comes back with every worker; building
+# its pydantic model again each time would cost more than a step's journal writes.
+_MODELS: dict[Hashable, type[pydantic.BaseModel]] = {}
+
+
 def _arguments_model(name: str, fn: Fn) -> type[pydantic.BaseModel]:
     """A pydantic model of every parameter after the first (the :class:`Call`)."""
-    params = list(inspect.signature(fn).parameters.values())
     try:
         hints = inspect.get_annotations(fn, eval_str=True)
     except (NameError, AttributeError, SyntaxError, TypeError) as exc:
         raise ConfigError(f"tool {name!r}: a type hint cannot be resolved ({exc})") from exc
+    code = getattr(fn, "__code__", None)
+    key: Hashable | None = None
+    if code is not None:
+        kwdefaults = sorted((getattr(fn, "__kwdefaults__", None) or {}).items())
+        key = (name, code, getattr(fn, "__defaults__", None), tuple(kwdefaults), *hints.items())
+        try:
+            found = _MODELS.get(key)
+        except TypeError:  # an unhashable default or hint: build it every time
+            key = None
+        else:
+            if found is not None:
+                return found
+    model = _build_arguments_model(name, fn, hints)
+    if key is not None:
+        _MODELS[key] = model
+    return model
+
+
+def _build_arguments_model(name: str, fn: Fn, hints: dict[str, Any]) -> type[pydantic.BaseModel]:
+    params = list(inspect.signature(fn).parameters.values())
     first = params[0] if params else None
     if (
         first is None
@@ -273,7 +307,7 @@ def _arguments_model(name: str, fn: Fn) -> type[pydantic.BaseModel]:
         model: type[pydantic.BaseModel] = pydantic.create_model(
             f"{name}_arguments", __config__=config, **fields
         )
-        model.model_json_schema()  # now, not when the model is first shown the tool
+        _schema_of(model)  # now, not when the model is first shown the tool
     except pydantic.PydanticUserError as exc:
         raise ConfigError(_unusable(name, fields, exc)) from exc
     return model
