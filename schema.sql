@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS runs (
                       -- operator's retry                         -> pending
         'cancelled',  -- an operator stopped it; terminal
         'needs_attention'  -- a call whose effect nothing can tell (a 'once' tool) is in
-                      -- doubt: no worker acts until an operator resolves it -> pending
+                      -- doubt: no claim takes the run (no worker, no supervisor, no
+                      -- give-up) until an operator's resolve --seq N decides -> pending
     )),
     owner text,                        -- token of the worker holding the lease, NULL when free
     generation bigint NOT NULL DEFAULT 0,  -- bumped by every claim; fences older owners
@@ -129,7 +130,9 @@ ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_remote_status_check CHECK (remo
     'already_done', -- a keyed re-send: the remote answered the result it stored the first time
     'found',        -- a checked call's check found the effect; nothing was sent again
     'read',         -- a read: there is no effect
-    'operator',     -- an operator confirmed the result by hand
+    'operator',     -- an operator resolved the call by hand (call_resolutions says how):
+                    -- state 'confirmed' with the result they gave, or 'failed' with their
+                    -- reason
     'failed'        -- the call failed (state 'failed')
 ));
 
@@ -176,6 +179,34 @@ CREATE TABLE IF NOT EXISTS run_retries (
 );
 CREATE INDEX IF NOT EXISTS run_retries_of_run ON run_retries (run_id);
 
+-- One row per operator's decision on a call in doubt (python -m agent_runtime resolve RUN
+-- --seq N --confirm JSON | --redo | --fail): what they chose and why, and what the parked
+-- run said, so the history keeps it after the run moved on. Written by the same statement
+-- that resolves the call and puts the run back to pending (operator_resolve_call).
+CREATE TABLE IF NOT EXISTS call_resolutions (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- in the order they happened
+    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq integer NOT NULL,              -- the call in doubt
+    idem_key text NOT NULL,            -- its key
+    effect text NOT NULL,              -- its contract (tool_calls.effect): 'once' as a rule
+    choice text NOT NULL CHECK (choice IN (
+        'confirm',    -- it acted: the operator's JSON is its result (state confirmed,
+                      -- remote_status operator); the model sees that result
+        'redo',       -- it did not act: state redo, the next worker sends it once more
+        'fail'        -- give it up: state failed (remote_status operator), the model sees
+                      -- an error naming the reason
+    )),
+    reason text,                       -- the operator's --reason, if any
+    result jsonb,                      -- what the call's result became (NULL for redo)
+    generation bigint NOT NULL,        -- the run's generation (the worker that parked it)
+    intent_by bigint NOT NULL,         -- the generation that wrote the intent in doubt, and
+    intent_at timestamptz NOT NULL,    -- when (a redo makes the call an intent anew)
+    parked_reason text,                -- runs.failure of the parked run: why it stopped
+    parked_at timestamptz NOT NULL,    -- runs.updated_at of the parked run: when it stopped
+    resolved_at timestamptz NOT NULL DEFAULT cr_now()
+);
+CREATE INDEX IF NOT EXISTS call_resolutions_of_run ON call_resolutions (run_id);
+
 -- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
 -- half-applied schema is applied again.
-COMMENT ON TABLE runs IS 'crashresume schema 4';
+COMMENT ON TABLE runs IS 'crashresume schema 5';

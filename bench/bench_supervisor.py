@@ -14,6 +14,7 @@ Not a test.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import re
@@ -61,6 +62,11 @@ def drain(url: str, cloud_url: str, model_url: str, runs: int, workers: int) -> 
     return runs / elapsed
 
 
+def _started(seen: list[tuple[float, str, int]], run_id: str, times: int) -> bool:
+    """Whether the supervisor has started ``times`` workers on ``run_id`` (or more)."""
+    return sum(s[1] == run_id for s in seen) >= times
+
+
 def heal_latency(url: str, cloud_url: str, model_url: str, kills: int) -> list[float]:
     fresh_journal(url)
     env = {**os.environ, "DATABASE_URL": url, "CLOUD_URL": cloud_url, "MODEL_URL": model_url}
@@ -92,13 +98,13 @@ def heal_latency(url: str, cloud_url: str, model_url: str, kills: int) -> list[f
                 run_id = f"heal-{i}"
                 Journal(conn).create_run(run_id)
                 with ready:  # the supervisor polls every 3 s: wait for its first worker
-                    ready.wait_for(lambda r=run_id: any(s[1] == r for s in seen), timeout=30)
+                    ready.wait_for(functools.partial(_started, seen, run_id, 1), timeout=30)
                     pid = next(s[2] for s in seen if s[1] == run_id)
                 time.sleep(0.05)  # let the worker get into its (slow) model call
                 killed = time.perf_counter()
                 os.kill(pid, signal.SIGKILL)
                 with ready:
-                    ready.wait_for(lambda r=run_id: sum(s[1] == r for s in seen) == 2, timeout=30)
+                    ready.wait_for(functools.partial(_started, seen, run_id, 2), timeout=30)
                     again = [s[0] for s in seen if s[1] == run_id][1]
                 latencies.append(again - killed)
     finally:

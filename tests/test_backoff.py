@@ -371,3 +371,19 @@ def test_a_run_backing_off_is_refused_by_run_with_when_and_how_then_finishes(
     late = agent.run("cli-wait")
     assert late.code == 0, late.out
     assert mock_servers.resources("cli-wait")["total"] == 3
+
+
+@pytest.mark.parametrize(
+    ("base", "asked"),
+    [
+        ("http://model", "http://model/v1/decide"),
+        ("http://model/v1", "http://model/v1/decide"),
+        ("http://model/v1/", "http://model/v1/decide"),
+        ("http://model/proxy", "http://model/proxy/v1/decide"),
+    ],
+)
+def test_the_decide_client_takes_the_servers_root_or_its_v1_base(base: str, asked: str) -> None:
+    transport = Script(httpx.Response(200, json=DECISION))
+    model = DecideModel(base, timeout=5.0, retries=0, transport=transport, sleep=lambda s: None)
+    model.decide("r1", [])
+    assert [str(r.url) for r in transport.seen] == [asked]

@@ -22,6 +22,7 @@ def file(
     client: httpx.Client, key: str | None = "run:1", args: object = TICKET, **kw: Any
 ) -> httpx.Response:
     headers = {} if key is None else {"Idempotency-Key": key}
+    headers.update(kw.pop("headers", {}))
     return client.post("/v1/tickets", json=args, headers=headers, **kw)
 
 
@@ -336,6 +337,34 @@ def test_every_operation_is_logged_with_its_answer_in_order(
     assert [a["seq"] for a in log] == list(range(1, 8))
     sends = support_http.get("/v1/answers", params={"op": "send_email", "ref": "run:2"}).json()
     assert len(sends["answers"]) == 2
+
+
+def test_the_answer_log_records_each_requests_fencing_generation_without_enforcing_it(
+    support_http: httpx.Client,
+) -> None:
+    fence = {"X-Fencing-Generation": "3"}
+    support_http.get("/v1/orders/A-1001", headers=fence)
+    file(support_http, headers={"X-Fencing-Generation": "2"})
+    file(support_http, headers={"X-Fencing-Generation": "1"})  # older: still answered
+    support_http.get("/v1/messages/run:2", headers=fence)
+    support_http.post(
+        "/v1/messages", json={"message_id": "run:2", **EMAIL}, headers=fence
+    ).raise_for_status()
+    send(support_http)  # no header: no generation
+
+    log = support_http.get("/v1/answers").json()["answers"]
+
+    assert [(a["op"], a["answer"], a["generation"]) for a in log] == [
+        ("lookup_order", "found", 3),
+        ("file_ticket", "created", 2),
+        ("file_ticket", "already_done", 1),
+        ("check_message", "absent", 3),
+        ("send_email", "delivered", 3),
+        ("send_email", "delivered", None),
+    ]
+    bad = support_http.get("/v1/orders/A-1001", headers={"X-Fencing-Generation": "two"})
+    assert bad.status_code == 400
+    assert "X-Fencing-Generation must be an integer" in bad.json()["detail"]
 
 
 def test_a_new_desk_on_the_same_file_remembers_tickets_deliveries_and_counters(

@@ -31,7 +31,8 @@ KEY_HEADER = "Idempotency-Key"
 FENCE_HEADER = "X-Fencing-Generation"
 
 
-def _generation(call: Call) -> int | None:
+def fencing_generation(call: Call) -> int | None:
+    """The request's X-Fencing-Generation, if it sent one (a 400 if it is no integer)."""
     raw = call.header(FENCE_HEADER)
     if raw is None or not raw.strip():
         return None
@@ -62,7 +63,7 @@ def cloud_router(cloud: Cloud) -> Router:
             key = unquote((call.header(KEY_HEADER) or "").strip())
             if not key:
                 raise MissingIdempotencyKey(f"send an {KEY_HEADER} header, e.g. 'run42:3'")
-            generation = _generation(call)
+            generation = fencing_generation(call)
             try:
                 args: object = call.json()
             except ValueError as exc:

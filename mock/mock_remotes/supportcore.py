@@ -194,6 +194,7 @@ class DeskAnswer:
     ref: str  # the order id, Idempotency-Key or message_id
     answer: str  # found, created, already_done, delivered, present, absent, or an error code
     dropped: bool  # drop_after lost it: the client never saw it
+    generation: int | None = None  # the request's fencing generation, if it sent one
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> DeskAnswer:
@@ -203,6 +204,7 @@ class DeskAnswer:
             ref=row["ref"],
             answer=row["answer"],
             dropped=bool(row["dropped"]),
+            generation=row["generation"],
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -250,22 +252,24 @@ class Support(SqliteStore):
 
     # -- reads that are operations (logged) ------------------------------------------------
 
-    def order(self, order_id: str) -> dict[str, Any]:
+    def order(self, order_id: str, *, generation: int | None = None) -> dict[str, Any]:
         """The order `order_id` from the catalogue, else `UnknownOrder`."""
         order = ORDERS.get(order_id)
         with self._lock, self._transaction():
-            self._answered("lookup_order", order_id, "found" if order else UnknownOrder.code)
+            found = "found" if order else UnknownOrder.code
+            self._answered("lookup_order", order_id, found, generation=generation)
         if order is None:
             known = ", ".join(ORDERS)
             raise UnknownOrder(f"no order {order_id!r}; the catalogue holds {known}")
         copy: dict[str, Any] = json.loads(json.dumps(order))  # the caller may change it
         return copy
 
-    def check(self, message_id: str) -> dict[str, Any]:
+    def check(self, message_id: str, *, generation: int | None = None) -> dict[str, Any]:
         """Whether `message_id` was delivered, how often, and its first delivery (or None)."""
         with self._lock, self._transaction():
             rows = self._all("deliveries_of_message", message_id=message_id)
-            self._answered("check_message", message_id, "present" if rows else "absent")
+            seen = "present" if rows else "absent"
+            self._answered("check_message", message_id, seen, generation=generation)
         first = Delivery.from_row(rows[0]).to_json() if rows else None
         return {
             "message_id": message_id,
@@ -277,21 +281,42 @@ class Support(SqliteStore):
     # -- the two operations that act ---------------------------------------------------
 
     def file_ticket(
-        self, key: str | None, args: object, *, wait: Callable[[float], None] = time.sleep
+        self,
+        key: str | None,
+        args: object,
+        *,
+        wait: Callable[[float], None] = time.sleep,
+        generation: int | None = None,
     ) -> Outcome:
-        """File a ticket under idempotency `key`; every refusal raises a `MockError`."""
+        """File a ticket under idempotency `key`; every refusal raises a `MockError`.
+        `generation` (the sender's fencing generation) is logged with the answer only."""
         if not key:
             raise MissingIdempotencyKey("send an Idempotency-Key header, e.g. 'run42:3'")
-        return self._act("file_ticket", key, lambda: self._ticket(key, validate_ticket(args)), wait)
+        return self._act(
+            "file_ticket", key, lambda: self._ticket(key, validate_ticket(args)), wait, generation
+        )
 
-    def send(self, args: object, *, wait: Callable[[float], None] = time.sleep) -> Outcome:
+    def send(
+        self,
+        args: object,
+        *,
+        wait: Callable[[float], None] = time.sleep,
+        generation: int | None = None,
+    ) -> Outcome:
         """Deliver an email; the same `message_id` sent again is delivered again."""
         ref = args.get("message_id") if isinstance(args, dict) else None
         ref = ref if isinstance(ref, str) else ""
-        return self._act("send_email", ref, lambda: self._deliver(validate_message(args)), wait)
+        return self._act(
+            "send_email", ref, lambda: self._deliver(validate_message(args)), wait, generation
+        )
 
     def _act(
-        self, op: Operation, ref: str, apply: Callable[[], Outcome], wait: Callable[[float], None]
+        self,
+        op: Operation,
+        ref: str,
+        apply: Callable[[], Outcome],
+        wait: Callable[[float], None],
+        generation: int | None,
     ) -> Outcome:
         latency = self._faults.latency
         if latency > 0:
@@ -304,10 +329,11 @@ class Support(SqliteStore):
                         raise InjectedFailure("fail_before knob: refused before acting")
                     outcome = apply()
                 except MockError as exc:
-                    self._answered(op, ref, exc.code)
+                    self._answered(op, ref, exc.code, generation=generation)
                     raise
                 self._faults, drop = taken(self._faults, "drop_after")
-                self._answered(op, ref, outcome.body["status"], dropped=drop)
+                status = outcome.body["status"]
+                self._answered(op, ref, status, dropped=drop, generation=generation)
         if drop:
             logger.info("mock support drops the answer op=%s ref=%s", op, ref)
             return Outcome(status=outcome.status, body=outcome.body, hold=self._faults.hang)
@@ -394,5 +420,20 @@ class Support(SqliteStore):
         assert row is not None
         return int(row[0])
 
-    def _answered(self, op: Operation, ref: str, answer: str, *, dropped: bool = False) -> None:
-        self._run("answer_insert", op=op, ref=ref, answer=answer, dropped=int(dropped))
+    def _answered(
+        self,
+        op: Operation,
+        ref: str,
+        answer: str,
+        *,
+        dropped: bool = False,
+        generation: int | None = None,
+    ) -> None:
+        self._run(
+            "answer_insert",
+            op=op,
+            ref=ref,
+            answer=answer,
+            dropped=int(dropped),
+            generation=generation,
+        )

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from mock_remotes._wire import Call, Reply, Router
 from mock_remotes.cloudcore import Unreadable
+from mock_remotes.cloudroutes import fencing_generation
 from mock_remotes.errors import InvalidRequest, MissingIdempotencyKey
 from mock_remotes.supportcore import ORDERS, Support
 
@@ -46,7 +47,8 @@ def support_router(support: Support) -> Router:
     @router.route("GET", "/v1/orders/{order_id}")
     def order(call: Call, params: Mapping[str, str]) -> Reply:
         """One order, with its customer's email and items (404 if unknown)."""
-        return Reply.of(200, support.order(params["order_id"]))
+        order = support.order(params["order_id"], generation=fencing_generation(call))
+        return Reply.of(200, order)
 
     @router.route("POST", "/v1/tickets")
     def file_ticket(call: Call, params: Mapping[str, str]) -> Reply:
@@ -54,7 +56,9 @@ def support_router(support: Support) -> Router:
         key = (call.header(KEY_HEADER) or "").strip()
         if not key:
             raise MissingIdempotencyKey(f"send an {KEY_HEADER} header, e.g. 'run42:3'")
-        outcome = support.file_ticket(key, _args(call), wait=call.wait)
+        outcome = support.file_ticket(
+            key, _args(call), wait=call.wait, generation=fencing_generation(call)
+        )
         return Reply.of(outcome.status, outcome.body, hold=outcome.hold)
 
     @router.route("GET", "/v1/tickets")
@@ -66,7 +70,7 @@ def support_router(support: Support) -> Router:
     @router.route("POST", "/v1/messages")
     def send(call: Call, params: Mapping[str, str]) -> Reply:
         """Deliver an email under its message_id; sending again delivers again."""
-        outcome = support.send(_args(call), wait=call.wait)
+        outcome = support.send(_args(call), wait=call.wait, generation=fencing_generation(call))
         return Reply.of(outcome.status, outcome.body, hold=outcome.hold)
 
     @router.route("GET", "/v1/messages")
@@ -80,7 +84,8 @@ def support_router(support: Support) -> Router:
     @router.route("GET", "/v1/messages/{message_id:path}")
     def check(call: Call, params: Mapping[str, str]) -> Reply:
         """Whether a message_id was delivered, how often, and its first delivery."""
-        return Reply.of(200, support.check(params["message_id"]))
+        found = support.check(params["message_id"], generation=fencing_generation(call))
+        return Reply.of(200, found)
 
     @router.route("GET", "/v1/answers")
     def answers(call: Call, params: Mapping[str, str]) -> Reply:

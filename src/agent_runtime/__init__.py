@@ -18,8 +18,10 @@ import typing as _typing
 
 __all__ = [
     "CRASH_POINTS",
+    "Agent",
     "AgentRuntimeError",
     "BackingOff",
+    "Call",
     "ConfigError",
     "CrashPlan",
     "DatabaseError",
@@ -34,28 +36,37 @@ __all__ = [
     "MalformedAnswer",
     "ModelError",
     "ModelUnavailable",
+    "NeedsAttention",
     "Outcome",
     "RemoteError",
     "RemoteRejected",
     "RemoteUnavailable",
+    "Result",
     "Run",
     "RunNotFound",
     "RunUnavailable",
     "Settings",
     "StaleGeneration",
     "Supervisor",
+    "Tool",
     "ToolCall",
     "UnexpectedError",
+    "UnknownAgent",
     "UnknownTool",
     "UnusableDecision",
+    "Wiring",
     "Worker",
     "WrongEndpoint",
+    "load_agent",
+    "tool",
 ]
 
 _HOME = {
     "CRASH_POINTS": "agent_runtime.crash",
+    "Agent": "agent_runtime.agent",
     "AgentRuntimeError": "agent_runtime.errors",
     "BackingOff": "agent_runtime.errors",
+    "Call": "agent_runtime.tooldef",
     "ConfigError": "agent_runtime.errors",
     "CrashPlan": "agent_runtime.crash",
     "DatabaseError": "agent_runtime.errors",
@@ -70,25 +81,33 @@ _HOME = {
     "MalformedAnswer": "agent_runtime.errors",
     "ModelError": "agent_runtime.errors",
     "ModelUnavailable": "agent_runtime.errors",
+    "NeedsAttention": "agent_runtime.errors",
     "Outcome": "agent_runtime.worker",
     "RemoteError": "agent_runtime.errors",
     "RemoteRejected": "agent_runtime.errors",
     "RemoteUnavailable": "agent_runtime.errors",
+    "Result": "agent_runtime.tooldef",
     "Run": "agent_runtime.records",
     "RunNotFound": "agent_runtime.errors",
     "RunUnavailable": "agent_runtime.errors",
     "Settings": "agent_runtime.config",
     "StaleGeneration": "agent_runtime.errors",
     "Supervisor": "agent_runtime.supervisor",
+    "Tool": "agent_runtime.tooldef",
     "ToolCall": "agent_runtime.records",
     "UnexpectedError": "agent_runtime.errors",
+    "UnknownAgent": "agent_runtime.errors",
     "UnknownTool": "agent_runtime.errors",
     "UnusableDecision": "agent_runtime.errors",
+    "Wiring": "agent_runtime.agent",
     "Worker": "agent_runtime.worker",
     "WrongEndpoint": "agent_runtime.errors",
+    "load_agent": "agent_runtime.agent",
+    "tool": "agent_runtime.tooldef",
 }
 
 if _typing.TYPE_CHECKING:
+    from agent_runtime.agent import Agent, Wiring, load_agent
     from agent_runtime.config import Settings
     from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash
     from agent_runtime.errors import (
@@ -102,6 +121,7 @@ if _typing.TYPE_CHECKING:
         MalformedAnswer,
         ModelError,
         ModelUnavailable,
+        NeedsAttention,
         RemoteError,
         RemoteRejected,
         RemoteUnavailable,
@@ -109,6 +129,7 @@ if _typing.TYPE_CHECKING:
         RunUnavailable,
         StaleGeneration,
         UnexpectedError,
+        UnknownAgent,
         UnknownTool,
         UnusableDecision,
         WrongEndpoint,
@@ -116,6 +137,7 @@ if _typing.TYPE_CHECKING:
     from agent_runtime.journal import Journal
     from agent_runtime.records import Decision, History, Lease, Run, ToolCall
     from agent_runtime.supervisor import Supervisor
+    from agent_runtime.tooldef import Call, Result, Tool, tool
     from agent_runtime.worker import Outcome, Worker
 
 

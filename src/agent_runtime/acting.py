@@ -9,7 +9,14 @@
         checked  after_intent -> check; the effect exists: confirm what it found; else call
         read     after_intent -> call again
         once     park the run: needs attention, an operator decides (resolve --seq N ...)
-        (an operator's redo) after_intent -> call again, once
+        (an operator's redo) before_intent -> the redo becomes this worker's intent again
+                 -> after_intent -> call once more (a crash after it: an intent in doubt,
+                 which parks the run again; never a second send of its own)
+
+A ``checked`` or ``once`` call's remote cannot fence a stale worker (no idempotency key, no
+generation it checks), so right before each attempt the worker asks the journal whether it
+still owns the run; a ``keyed`` remote refuses a stale generation itself, and a ``read``
+has no effect to guard.
 
 An attempt that raises one of the tool's ``retry_on`` exceptions may or may not have acted:
 it is tried again by the same contract (a checked tool checks first; a ``once`` tool parks
@@ -93,13 +100,21 @@ class Actor:
             call = self.journal.record_intent(lease, seq, tool.effect)
         elif call.state == "intent" and call.effect == "once":
             self._park(lease, call, f"tool {tool.name} is 'once' and its call may have acted")
-        else:
-            how = "redo ordered by an operator" if call.state == "redo" else call.effect
+        elif call.state == "redo":
+            self.crash.reached("before_intent", seq)
+            call = self.journal.record_redo(lease, call)
             log.info(
-                "resending run=%s seq=%d key=%s effect=%s", lease.run_id, seq, call.idem_key, how
-            )
+                "resending run=%s seq=%d key=%s effect=%s",
+                lease.run_id, seq, call.idem_key, "redo ordered by an operator",
+            )  # fmt: skip
+        else:
+            log.info(
+                "resending run=%s seq=%d key=%s effect=%s",
+                lease.run_id, seq, call.idem_key, call.effect,
+            )  # fmt: skip
         self.crash.reached("after_intent", seq)
         self._guard(lease)
+        self._still_owner(lease, tool, call)
         context = Call(
             run_id=lease.run_id,
             seq=seq,
@@ -144,6 +159,7 @@ class Actor:
                 )  # fmt: skip
                 self._sleep(backoff.delay(attempt - 1))
                 self._guard(lease)
+                self._still_owner(lease, tool, call)
             attempted = Call(**{**context.__dict__, "attempt": attempt})
             try:
                 if tool.effect == "checked" and (checking or attempt > 1):
@@ -169,6 +185,12 @@ class Actor:
             f"{tool.retries + 1} attempt(s) (last: {problem}); the intent stays on record "
             f"and a restart resolves it as {tool.effect!r}"
         )
+
+    def _still_owner(self, lease: Lease, tool: Tool, call: ToolCall) -> None:
+        """Before an attempt whose remote fences nothing: unless this worker still owns the
+        run, :class:`~agent_runtime.errors.LeaseLost`."""
+        if tool.effect in ("checked", "once"):
+            self.journal.check_owner(lease, f"{tool.effect} call {call.idem_key}")
 
     def _park(self, lease: Lease, call: ToolCall, why: str) -> None:
         reason = (

@@ -39,8 +39,8 @@ from .tooldef import Tool
 
 Protocol = Literal["chat", "decide"]
 DEFAULT_AGENT: Final = "agent_runtime.provisioning:agent"
-_NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_ADDRESS: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # matched whole (fullmatch)
+_ADDRESS: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +71,7 @@ class Agent:
     protocol: Protocol = "chat"
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ConfigError(
                 f"an agent's name is 1-64 letters, digits, '.', '_' or '-', got {self.name!r}"
             )
@@ -88,17 +88,23 @@ class Agent:
 
 
 def _check_tools(agent: str, tools: Sequence[Tool]) -> None:
-    names = [t.name for t in tools]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"agent {agent!r} has two tools of one name: {sorted(names)}")
     wrong = [t for t in tools if not isinstance(t, Tool)]
     if wrong:
         raise ConfigError(f"agent {agent!r}: {wrong[0]!r} is not a Tool; decorate it with @tool")
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"agent {agent!r} has two tools of one name: {sorted(names)}")
+    unchecked = [t.name for t in tools if t.effect == "checked" and t.checker is None]
+    if unchecked:
+        raise ConfigError(
+            f"agent {agent!r}: tool {unchecked[0]!r} is 'checked' but has no check, which a "
+            f"restart needs; decorate one with @{unchecked[0]}.check"
+        )
 
 
 def load_agent(address: str) -> Agent:
     """The :class:`Agent` at ``package.module:attribute``, or a ConfigError saying why not."""
-    if not _ADDRESS.match(address):
+    if not _ADDRESS.fullmatch(address):
         raise ConfigError(f"an agent is named as package.module:attribute, got {address!r}")
     module_name, _, attribute = address.partition(":")
     try:

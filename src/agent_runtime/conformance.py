@@ -1,59 +1,97 @@
-"""Run the runtime under ``crashresume.conform``: every cloud call becomes a ``ctx.effect``.
+"""Run an agent on the runtime under ``crashresume.conform``: its tool calls are the effects.
+
+::
 
     from crashresume import conform
     from agent_runtime.conformance import RuntimeSubject
 
-    report = conform(lambda ctx: RuntimeSubject(ctx, url, cloud_transport(cloud),
-                                                model_transport(model)),
-                     inputs=["a", "b"])
+    report = conform(
+        lambda ctx: RuntimeSubject(
+            ctx, url, agent=support, transports={"model": ..., "support": ...}
+        ),
+        inputs=["a", "b"],
+    )
 
-Each input is one agent run (``<ctx.run_id>/<input>``, so scenarios never share
-a run). The cloud transport is wrapped so that a request is recorded through
-``ctx.effect(tool path, args, key=Idempotency-Key, perform=...)``: the harness
-crashes the subject right before or right after the remote acted, and a repeat
-of a key is answered from the harness's record as ``already_done``, exactly as
-the real cloud answers. ``state()`` is the run's confirmed tools and arguments.
+Each input is one agent run (``<ctx.run_id>/<input>``, so scenarios never share a run).
+Every tool the agent makes is wrapped so that a call goes through ``ctx.effect`` the way
+its effect contract says the remote behaves; the harness crashes the subject right before
+or right after an effect, restarts it (a new worker, the old owner fenced) and judges:
+
+========  ==========================================================================
+effect    how its call is recorded
+========  ==========================================================================
+keyed     ``ctx.effect(tool, args, key=<run>:<seq>)``: a repeat of the key is answered
+          from the harness's record as ``already_done``, as the idempotent remote
+          answers, without calling the tool again
+checked   ``ctx.effect(tool, args)``, no key: every send is a new effect, so a restart
+          that sends again is a ``duplicate_effect``; the check asks the real remote and
+          is not an effect
+once      ``ctx.effect(tool, args)``, no key; a restart parks the run, and ``step``
+          raises :class:`~agent_runtime.errors.NeedsAttention` (a ``resume_crashed``)
+          unless ``operator`` resolves the call, as a person would
+read      not an effect: called as it is
+========  ==========================================================================
+
+``args`` is the call's arguments as canonical JSON. ``state()`` is every run's confirmed
+tools and arguments. Without ``agent`` the subject is the seed's provisioning agent, with
+``cloud`` and ``model`` as its in-process remotes (the original signature).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from . import db
+from .agent import Agent, Wiring
 from .config import Settings
+from .errors import NeedsAttention
 from .journal import Journal
+from .tooldef import Call, Result, Tool
 from .worker import Worker
 
+# Called with the subject and the parked run's id: resolve its call in doubt (for example
+# with agent_runtime.operator.actions.resolve_call on subject.conn), or raise.
+Operator = Callable[["RuntimeSubject", str], None]
+MAX_PARKS = 10  # resolutions in a row before a step gives up on its operator
 
-class EffectTransport(httpx.BaseTransport):
-    """Routes every mutating request through ``ctx.effect``; the inner transport acts."""
 
-    def __init__(self, ctx: Any, inner: httpx.BaseTransport) -> None:
-        self._ctx = ctx
-        self._inner = inner
+def canonical(args: Mapping[str, Any]) -> str:
+    """A call's arguments as one comparable string (the effect's ``arg``)."""
+    return json.dumps(args, sort_keys=True, separators=(",", ":"))
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        key = request.headers.get("Idempotency-Key")
-        if request.method != "POST" or key is None:
-            return self._inner.handle_request(request)
-        body = request.read()
-        args = json.dumps(json.loads(body), sort_keys=True)
-        performed: list[bool] = []
 
-        def perform() -> tuple[int, bytes]:
-            response = self._inner.handle_request(request)
-            performed.append(True)
-            return response.status_code, response.read()
+def effect_tool(ctx: Any, tool: Tool) -> Tool:
+    """``tool``, its calls recorded through ``ctx.effect`` by its contract (see above)."""
+    if tool.effect == "read":
+        return tool
 
-        status, content = self._ctx.effect(request.url.path, args, key=key, perform=perform)
-        if not performed and status in (200, 201):  # the harness remembered this key
-            answer = json.loads(content)
-            answer["status"] = "already_done"
-            return httpx.Response(200, json=answer, request=request)
-        return httpx.Response(status, content=content, request=request)
+    def call(context: Call, **args: Any) -> Result:
+        performed: list[Result] = []
+
+        def perform() -> tuple[Any, str]:
+            answer = tool(context, args)
+            performed.append(answer)
+            return answer.value, answer.status
+
+        key = context.key if tool.effect == "keyed" else None
+        value, status = ctx.effect(tool.name, canonical(args), key=key, perform=perform)
+        return Result(value, status if performed else "already_done")
+
+    return dataclasses.replace(tool, fn=call)
+
+
+def effect_agent(ctx: Any, agent: Agent) -> Agent:
+    """``agent`` with every tool recorded through ``ctx.effect`` (same name: its runs)."""
+
+    def tools(wiring: Wiring) -> Sequence[Tool]:
+        return [effect_tool(ctx, t) for t in agent.make_tools(wiring).values()]
+
+    return dataclasses.replace(agent, tools=tools)
 
 
 class RuntimeSubject:
@@ -63,30 +101,70 @@ class RuntimeSubject:
         self,
         ctx: Any,
         url: str,
-        cloud: httpx.BaseTransport,
-        model: httpx.BaseTransport,
+        cloud: httpx.BaseTransport | None = None,
+        model: httpx.BaseTransport | None = None,
         *,
+        agent: Agent | None = None,
+        transports: Mapping[str, httpx.BaseTransport] | None = None,
+        settings: Settings | None = None,
+        task: Callable[[str], str | None] | None = None,
+        operator: Operator | None = None,
         worker_class: type[Worker] = Worker,
     ) -> None:
+        """``transports``: the agent's in-process remotes by name (``model`` and the ones
+        its tool factory reads; ``cloud``/``model`` add to them). ``task``: the input of the
+        run of each job (default: the agent's own). ``operator``: what to do when a run
+        parks (default: let ``NeedsAttention`` end the step)."""
+        if agent is None:
+            from .provisioning import agent as provisioning
+
+            agent = provisioning
+        wired = dict(transports or {})
+        if cloud is not None:
+            wired["cloud"] = cloud
+        if model is not None:
+            wired["model"] = model
         self.ctx = ctx
-        self.worker = worker_class.open(
-            Settings(database_url=url, retry_backoff=0.0),
-            url,
-            model_transport=model,
-            cloud_transport=EffectTransport(ctx, cloud),
-            heartbeat=False,
+        self.agent = effect_agent(ctx, agent)
+        self.task = task
+        self.operator = operator
+        conn = db.connect(url)
+        try:
+            db.ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self.worker = worker_class.build(
+            Journal(conn),
+            settings or Settings(database_url=url, retry_backoff=0.0),
+            agents=self.agent,
+            transports=wired,
+            sleep=lambda seconds: None,
         )
+
+    @property
+    def conn(self) -> db.Connection:
+        return self.worker.journal.conn
 
     def run_id(self, job: str) -> str:
         return f"{self.ctx.run_id}/{job}"
 
     def step(self, job: str) -> None:
-        # A restart is a new process in spirit: the previous owner is dead for certain.
-        self.worker.run(self.run_id(job), takeover=True)
+        run_id = self.run_id(job)
+        task = self.task(job) if self.task is not None else None
+        for _ in range(MAX_PARKS):
+            try:
+                # A restart is a new process in spirit: the previous owner is dead for certain.
+                self.worker.run(run_id, agent=self.agent, input=task, takeover=True)
+                return
+            except NeedsAttention:
+                if self.operator is None:
+                    raise
+                self.operator(self, run_id)
+        raise NeedsAttention(f"run {run_id} parked {MAX_PARKS} times in a row; giving up")
 
     def state(self) -> dict[str, list[tuple[str, str]]]:
-        journal: Journal = self.worker.journal
-        rows = db.run(journal.conn, "confirmed_steps_under", {"prefix": f"{self.ctx.run_id}/"})
+        rows = db.run(self.conn, "confirmed_steps_under", {"prefix": f"{self.ctx.run_id}/"})
         state: dict[str, list[tuple[str, str]]] = {}
         for row in rows:
             job = row["run_id"].split("/", 1)[1]

@@ -13,6 +13,7 @@ and carries the process exit code the CLI uses for it::
     │                          run is not touched                          (exit 2)
     ├── DatabaseError          unreachable database, missing schema         (exit 4)
     ├── RunNotFound            no run with that id                          (exit 2)
+    │   └── CallNotFound       the run has no tool call with that seq (resolve --seq)
     ├── RunUnavailable         the run is held by a live worker, or final    (exit 5)
     │   ├── BackingOff         released after a resumable error; claimable again once
     │   │                      its backoff has passed                       (exit 4)
@@ -91,6 +92,10 @@ class DatabaseError(AgentRuntimeError):
 
 class RunNotFound(AgentRuntimeError):
     exit_code = EXIT_USAGE
+
+
+class CallNotFound(RunNotFound):
+    pass
 
 
 class RunUnavailable(AgentRuntimeError):

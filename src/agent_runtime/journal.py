@@ -8,6 +8,7 @@ and raises :class:`LeaseLost`: a worker that lost its run stops at its next writ
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -212,6 +213,14 @@ class Journal:
             intent_at=row["intent_at"],
             confirmed_at=None,
             effect=effect,
+        )
+
+    def record_redo(self, lease: Lease, call: ToolCall) -> ToolCall:
+        """An operator's redo becomes this generation's intent again, before it is sent: a
+        crash after the send then leaves an intent in doubt, never a second redo."""
+        row = self._fenced("redo_intent", lease, f"intent seq={call.seq}", seq=call.seq)
+        return replace(
+            call, state="intent", generation=lease.generation, intent_at=row["intent_at"]
         )
 
     def record_confirm(

@@ -116,9 +116,17 @@ class _ModelClient(HttpClient):
 
 class DecideModel(_ModelClient):
     """The seed's protocol: ``POST /v1/decide`` with the run's confirmed steps, answered
-    ``{"tool": name, "args": {...}}`` or ``{"tool": "done"}``."""
+    ``{"tool": name, "args": {...}}`` or ``{"tool": "done"}``.
+
+    ``base_url`` is the server's root; one ending in ``/v1`` (the base URL Chat Completions
+    clients want, so that one ``MODEL_URL`` serves a worker whose agents speak both) means
+    the same server."""
 
     path = "/v1/decide"
+
+    def __init__(self, base_url: str, **kw: Any) -> None:
+        root = base_url.rstrip("/")
+        super().__init__(root.removesuffix("/v1") if root.endswith("/v1") else base_url, **kw)
 
     def decide(self, run_id: str, history: list[dict[str, Any]]) -> Any:
         """The raw answer to ``history`` (the confirmed steps); :meth:`ask` parses it.

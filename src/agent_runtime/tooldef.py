@@ -13,7 +13,8 @@
 The first parameter receives the :class:`Call` (run, step, idempotency key, fencing
 generation); the others are the tool's arguments. Their type hints become the JSON Schema
 the model is shown, and the arguments a model proposes are validated against them (by
-pydantic) before the decision is journaled and again before the intent is written.
+pydantic) before the decision is journaled and again before the intent is written. The
+journal keeps them as JSON; the function receives them as the types its hints name.
 
 The **effect contract** says what a restart may do with a call whose intent has no
 confirm -- the runtime cannot know whether the first attempt acted:
@@ -137,23 +138,36 @@ class Tool:
         """``args`` checked against the schema, or :class:`InvalidArguments` saying why."""
         if not isinstance(args, Mapping):
             raise InvalidArguments(f"{self.name}: arguments must be an object, got {args!r:.200}")
+        checked: dict[str, Any] = self._model_of(args).model_dump(mode="json")
+        return checked
+
+    def _typed(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated ``args`` as the types the hints name (an enum member, not its value)."""
+        model = self._model_of(args)
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def _model_of(self, args: Mapping[str, Any]) -> pydantic.BaseModel:
+        # As JSON, which is what a model sends and the journal keeps: strict, yet an enum
+        # member is its value and a datetime its ISO text, as the schema tells the model.
         try:
-            model = self.arguments.model_validate(dict(args))
+            text = json.dumps(dict(args))
+        except (TypeError, ValueError) as exc:
+            raise InvalidArguments(f"{self.name}: arguments are not JSON ({exc})") from None
+        try:
+            return self.arguments.model_validate_json(text)
         except pydantic.ValidationError as exc:
             raise InvalidArguments(f"{self.name}: {_explain(exc)}") from None
-        checked: dict[str, Any] = model.model_dump(mode="json")
-        return checked
 
     def __call__(self, call: Call, args: Mapping[str, Any]) -> Result:
         """One attempt; the answer as a :class:`Result` (a bare value means ``created``)."""
-        answer = self.fn(call, **args)
+        answer = self.fn(call, **self._typed(args))
         return _as_result(self, answer, "read" if self.effect == "read" else "created")
 
     def look(self, call: Call, args: Mapping[str, Any]) -> Result | None:
         """A checked tool's check: the effect's result if it exists (status ``found``)."""
         if self.checker is None:
             raise ConfigError(f"checked tool {self.name!r} has no check; decorate one with .check")
-        found = self.checker(call, **args)
+        found = self.checker(call, **self._typed(args))
         return None if found is None else _as_result(self, found, "found")
 
 
@@ -218,12 +232,20 @@ def tool(
 def _arguments_model(name: str, fn: Fn) -> type[pydantic.BaseModel]:
     """A pydantic model of every parameter after the first (the :class:`Call`)."""
     params = list(inspect.signature(fn).parameters.values())
-    if not params:
-        raise ConfigError(f"tool {name!r} must take the Call as its first parameter")
     try:
         hints = inspect.get_annotations(fn, eval_str=True)
-    except NameError as exc:
+    except (NameError, AttributeError, SyntaxError, TypeError) as exc:
         raise ConfigError(f"tool {name!r}: a type hint cannot be resolved ({exc})") from exc
+    first = params[0] if params else None
+    if (
+        first is None
+        or first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
+        or hints.get(first.name, Call) is not Call
+    ):
+        raise ConfigError(
+            f"tool {name!r} must take the Call as its first parameter, then its arguments: "
+            f"def {name}(call: Call, ...)"
+        )
     fields: dict[str, Any] = {}
     for param in params[1:]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
@@ -233,10 +255,28 @@ def _arguments_model(name: str, fn: Fn) -> type[pydantic.BaseModel]:
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints[param.name], default)
     config = pydantic.ConfigDict(extra="forbid", strict=True)
-    model: type[pydantic.BaseModel] = pydantic.create_model(
-        f"{name}_arguments", __config__=config, **fields
-    )
+    try:
+        model: type[pydantic.BaseModel] = pydantic.create_model(
+            f"{name}_arguments", __config__=config, **fields
+        )
+        model.model_json_schema()  # now, not when the model is first shown the tool
+    except pydantic.PydanticUserError as exc:
+        raise ConfigError(_unusable(name, fields, exc)) from exc
     return model
+
+
+def _unusable(name: str, fields: Mapping[str, Any], exc: pydantic.PydanticUserError) -> str:
+    """Which parameter's type pydantic cannot validate or describe as JSON Schema."""
+    for param, (hint, _) in fields.items():
+        try:
+            pydantic.TypeAdapter(hint).json_schema()
+        except pydantic.PydanticUserError:
+            return (
+                f"tool {name!r}: parameter {param!r} is hinted {hint!r}, which cannot be an "
+                "argument (a model sends JSON: use str, int, float, bool, Literal, an Enum, "
+                "a list or dict of those, or a pydantic model)"
+            )
+    return f"tool {name!r}: its parameters cannot be arguments ({exc})"
 
 
 def _explain(exc: pydantic.ValidationError) -> str:

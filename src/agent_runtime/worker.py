@@ -37,22 +37,20 @@ from . import db
 from .acting import Actor
 from .agent import Agent, Wiring, agent_of, by_name
 from .backoff import Backoff, uniform
+from .claiming import claim_run
 from .config import Settings
 from .conversation import DONE
 from .crash import CrashPlan
 from .deciding import Decider
 from .errors import (
     AgentRuntimeError,
-    BackingOff,
     LeaseLost,
-    RunNotFound,
-    RunUnavailable,
     UnexpectedError,
 )
 from .journal import Journal
-from .lease import Heartbeat, owner_is_dead, owner_token
+from .lease import Heartbeat, owner_token
 from .models import Model
-from .records import Decision, History, Lease, Run
+from .records import Decision, History, Lease
 from .runid import check_run_id
 from .tooldef import Tool
 
@@ -258,40 +256,9 @@ class Worker:
         gone) or the caller says so (``takeover``: an in-process restart, an operator);
         either way fencing keeps a still-running old owner from changing anything.
         """
-        lease = self.journal.claim(run_id, self.owner, self.settings.lease)
+        lease = claim_run(self.journal, run_id, self.owner, self.settings.lease, takeover)
         if lease is None:
-            run = self.journal.get_run(run_id)
-            if run is None:
-                raise RunNotFound(f"no run with id {run_id!r}")
-            if run.status == "done":
-                return None
-            if run.status in ("failed", "cancelled", "needs_attention"):
-                raise RunUnavailable(f"run {run_id} is {run.status}: {_why(run)}")
-            if run.backing_off:
-                raise _backing_off(run)
-            dead = run.lease_live and owner_is_dead(run.owner)
-            if run.lease_live and (takeover or dead):
-                log.info(
-                    "takeover run=%s previous_owner=%s previous_generation=%d reason=%s",
-                    run_id,
-                    run.owner,
-                    run.generation,
-                    "owner-process-gone" if dead else "requested",
-                )
-                lease = self.journal.claim(
-                    run_id,
-                    self.owner,
-                    self.settings.lease,
-                    dead_owner=run.owner,
-                    dead_generation=run.generation,
-                    forced=not dead,
-                )
-            if lease is None:
-                raise RunUnavailable(
-                    f"run {run_id} is held by {run.owner} (generation {run.generation}) "
-                    f"until {run.lease_expires_at:%H:%M:%S}; the supervisor takes it over "
-                    "if that worker stops renewing"
-                )
+            return None
         log.info("claimed run=%s generation=%d owner=%s", run_id, lease.generation, lease.owner)
         return lease
 
@@ -467,8 +434,8 @@ class Worker:
             if journaled is None:
                 for made in self.decider.decide(lease, seq, history, agent, task):
                     history.decisions[made.seq] = made
-            elif call is None or not call.confirmed:
-                log.info(
+            elif not (call and call.confirmed) and journaled.generation != lease.generation:
+                log.info(  # decided by an earlier owner (not this one's parallel answer)
                     "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
                     lease.run_id,
                     seq,
@@ -512,21 +479,3 @@ def _output_of(history: History, decision: Decision) -> str | None:
     answer = history.answers.get(decision.llm_call)
     content = answer.message.get("content") if answer is not None else None
     return content if isinstance(content, str) else None
-
-
-def _why(run: Run) -> str:
-    reason = run.failure or "no reason recorded"
-    if run.status == "failed":
-        return f"{reason}; `python -m agent_runtime retry {run.id}` puts it back to pending"
-    return reason
-
-
-def _backing_off(run: Run) -> BackingOff:
-    assert run.lease_expires_at is not None
-    wait = (run.lease_expires_at - run.now).total_seconds()
-    return BackingOff(
-        f"run {run.id} is backing off after {run.attempts} attempt(s) until "
-        f"{run.lease_expires_at.isoformat(timespec='milliseconds')} ({wait:.1f}s from now; "
-        f"last: {run.failure or 'no reason recorded'}); the supervisor resumes it then, "
-        f"or `python -m agent_runtime retry {run.id}` ends the wait now"
-    )

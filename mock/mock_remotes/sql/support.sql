@@ -36,7 +36,9 @@ CREATE TABLE IF NOT EXISTS answers (
     ref     TEXT NOT NULL,                        -- the order id, Idempotency-Key or message_id
     answer  TEXT NOT NULL,                        -- found | created | already_done | delivered
                                                   -- | present | absent | the refusal's error code
-    dropped INTEGER NOT NULL                      -- 1: drop_after lost this answer on the way
+    dropped INTEGER NOT NULL,                     -- 1: drop_after lost this answer on the way
+    generation INTEGER                            -- the request's X-Fencing-Generation, if sent
+                                                  -- (recorded, not enforced: the desk fences nothing)
 );
 
 -- name: reset
@@ -83,7 +85,8 @@ SELECT id, message_id, recipient, subject, body, delivered_at FROM deliveries
 WHERE run = :run ORDER BY seq;
 
 -- name: answer_insert
-INSERT INTO answers (op, ref, answer, dropped) VALUES (:op, :ref, :answer, :dropped);
+INSERT INTO answers (op, ref, answer, dropped, generation)
+VALUES (:op, :ref, :answer, :dropped, :generation);
 
 -- name: answers_all
-SELECT seq, op, ref, answer, dropped FROM answers ORDER BY seq;
+SELECT seq, op, ref, answer, dropped, generation FROM answers ORDER BY seq;

@@ -1,4 +1,5 @@
-"""What the operator changes: cancel a run, re-send its stranded intents now, retry it.
+"""What the operator changes: cancel a run, re-send its stranded intents now, decide a
+call in doubt of a run that needs attention, retry it.
 
 ``cancel`` needs no lease: the run becomes ``cancelled`` and its worker, if any, stops
 at its next journal write, since every one requires ``status = 'running'``.
@@ -11,17 +12,29 @@ out ends first, and the run is left claimable at once.
 run that is not final has its backoff ended; either way its attempts and its give-up
 clock start again, and the failure it had stays in its history (``run_retries``).
 A done or cancelled run is refused, and so is one a live worker holds.
+``resolve_call`` needs no lease either (a parked run has no owner): for a run in
+``needs_attention`` whose call ``seq`` is an intent without a confirm, one statement records
+the operator's choice (confirm with a result, redo, fail; :mod:`.attention`), puts the run
+back to ``pending`` and keeps the decision in ``call_resolutions``. ``resolve_run`` on a
+parked run refuses, explaining those three choices: re-sending is exactly what a ``once``
+call must not do on its own.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
+
+from psycopg.types.json import Jsonb
 
 from .. import config, db
 from ..crash import NO_CRASH
-from ..errors import RunUnavailable
+from ..errors import CallNotFound, ConfigError, RunNotFound, RunUnavailable
+from ..records import Run, ToolCall
 from ..runid import check_run_id
 from ..worker import Worker
+from .attention import CHOICES, CallResolution, Choice, PastResolution, failure_result
 from .snapshot import APPLICATION, read_history
 from .views import Cancellation, PastRetry, Resolution, Retry, clock_text
 
@@ -76,7 +89,9 @@ def resolve_run(
     with db.connection(url, application_name=APPLICATION) as conn:
         db.require_schema(conn)
         before = read_history(conn, run_id)
-        stranded = [s.seq for s in before.steps if s.state == "in_doubt"]
+        if before.attention is not None:
+            raise ConfigError(before.attention.one_line())
+        stranded = [s.seq for s in before.steps if s.state in ("in_doubt", "redo")]
         if not stranded:
             return Resolution(run_id=run_id, resolved=[], in_doubt=[])
         run = before.run
@@ -136,3 +151,115 @@ def retry_run(conn: db.Connection, run_id: str) -> Retry:
     )
     doubtful = [str(s.key) for s in history.steps if s.state == "in_doubt"]
     return Retry(run_id=run_id, status=row["status"], past=past, in_doubt=doubtful)
+
+
+def parse_result(text: str) -> Any:
+    """The JSON an operator gives as a call's result, or a ConfigError saying what is wrong
+    with it (not JSON, ``NaN``, or ``null``, which would read as "no result")."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    example = '{"id": "M-0000001", "status": "delivered"}'
+    try:
+        value = json.loads(text, parse_constant=refuse)
+    except ValueError as exc:
+        shown = text if len(text) <= 200 else text[:197] + "..."
+        raise ConfigError(
+            f"--confirm takes the result of the call as JSON, such as {example}; got: {shown} "
+            f"({exc})"
+        ) from None
+    if value is None:
+        raise ConfigError(
+            f"--confirm null would record no result; give the result the call had, such as "
+            f"{example}, or use --fail"
+        )
+    return value
+
+
+def resolve_call(
+    conn: db.Connection,
+    run_id: str,
+    seq: int,
+    choice: Choice,
+    *,
+    result: Any = None,
+    reason: str | None = None,
+) -> CallResolution:
+    """An operator's decision on call ``seq`` of a run that needs attention (one statement).
+
+    ``confirm``: the call acted, ``result`` is what it returned; ``redo``: it did not, the
+    next worker sends it once more; ``fail``: it is given up, the model sees an error naming
+    ``reason``. The run goes back to pending either way.
+    """
+    check_run_id(run_id, source="RUN")
+    if choice not in CHOICES:
+        raise ConfigError(f"a call is resolved by one of {', '.join(CHOICES)}, got {choice!r}")
+    if seq < 0:
+        raise ConfigError(f"--seq is a step number, 0 or more; got {seq}")
+    if choice == "confirm":
+        if result is None:
+            raise ConfigError("--confirm needs the call's result, as JSON")
+        value: Any = result
+    else:
+        value = failure_result(reason) if choice == "fail" else None
+    row = db.one(
+        conn,
+        "operator_resolve_call",
+        {
+            "run": run_id,
+            "seq": seq,
+            "choice": choice,
+            "result": Jsonb(value) if value is not None else None,
+            "reason": reason,
+        },
+    )
+    if row is None:
+        raise _refusal(conn, run_id, seq)
+    past = PastResolution.from_row(row)
+    log.info(
+        "resolved-call run=%s seq=%d key=%s choice=%s state=%s reason=%r",
+        run_id,
+        seq,
+        past.idem_key,
+        choice,
+        row["state"],
+        reason or "",
+    )
+    return CallResolution(run_id=run_id, state=row["state"], past=past)
+
+
+def _refusal(conn: db.Connection, run_id: str, seq: int) -> Exception:
+    """Why ``operator_resolve_call`` changed nothing, read back after the fact."""
+    found = db.one(conn, "get_run", {"run": run_id})
+    if found is None:
+        return RunNotFound(f"no run with id {run_id!r}")
+    run = Run.from_row(found)
+    calls = {
+        c.seq: c for c in map(ToolCall.from_row, db.run(conn, "load_tool_calls", {"run": run_id}))
+    }
+    doubt = [c.seq for c in calls.values() if c.state == "intent"]
+    doubtful = f"the call in doubt is seq {doubt[0]}" if doubt else "no call of it is in doubt"
+    call = calls.get(seq)
+    if call is None:
+        have = ", ".join(map(str, sorted(calls))) or "none yet"
+        return CallNotFound(
+            f"run {run_id} has no tool call seq {seq} (its calls: {have}); {doubtful}"
+        )
+    settled = call.state != "intent"
+    how = _settled(call) if settled else "an intent without a confirm"
+    if run.status != "needs_attention":
+        return RunUnavailable(
+            f"run {run_id} is {run.status}, not needs_attention, and its call seq {seq} is "
+            f"{how}: --seq resolves a call of a run parked for an operator (a 'once' call in "
+            "doubt); a pending or running run's worker resolves its calls by their contracts"
+            + (f" (`resolve {run_id}` does it now)" if not settled else "")
+        )
+    return RunUnavailable(f"call seq {seq} of run {run_id} is already resolved ({how}); {doubtful}")
+
+
+def _settled(call: ToolCall) -> str:
+    if call.state == "redo":
+        return "ordered sent again by an operator (redo)"
+    by = "by an operator" if call.remote_status == "operator" else f"remote {call.remote_status}"
+    return f"{call.state}, {by}"

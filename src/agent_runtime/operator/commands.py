@@ -7,6 +7,8 @@ The argparse side only: it parses, connects, calls the domain functions
     python -m agent_runtime runs [--status S ...] [--in-doubt] [--limit N] [--json]
     python -m agent_runtime show RUN [--json] [--svg FILE]
     python -m agent_runtime resolve RUN [--takeover] [--json]
+    python -m agent_runtime resolve RUN --seq N (--confirm JSON | --redo | --fail)
+                                    [--reason TEXT] [--json]
     python -m agent_runtime cancel RUN [--reason TEXT] [--json]
     python -m agent_runtime retry RUN [--json]
 
@@ -17,7 +19,10 @@ Errors are the runtime's own (one line from ``cli.main``, non-zero exit):
 ``InvalidRunId`` (2) for an id no run can have (checked before anything is read or
 written), ``RunNotFound`` (2) for an unknown run, ``DatabaseError`` (4) for an
 unreachable database or one without the schema, ``RunUnavailable`` (5) when a live
-worker or a final status stands in the way (``retry`` of a done or cancelled run).
+worker or a final status stands in the way (``retry`` of a done or cancelled run; ``resolve
+--seq`` of a run that does not need attention, or of a call already resolved).
+``resolve RUN`` of a run that needs attention acts on nothing: it prints the call in doubt
+and the three choices, and exits 2.
 Everything printed as text has its control characters escaped
 (:func:`agent_runtime.logfmt.escape`).
 """
@@ -34,12 +39,15 @@ from typing import Any, Protocol, TypeVar
 
 from .. import config, db
 from ..dbsource import database_url
-from ..errors import ConfigError
+from ..errors import EXIT_USAGE, ConfigError
 from ..logfmt import escape
 from ..runid import check_run_id
-from .actions import cancel_run, resolve_run, retry_run
+from .actions import cancel_run, parse_result, resolve_call, resolve_run, retry_run
+from .attention import Choice
 from .snapshot import APPLICATION, DEFAULT_LIMIT, STATUSES, list_runs, read_history
 from .text import (
+    format_attention,
+    format_call_resolution,
     format_cancellation,
     format_history,
     format_resolution,
@@ -131,11 +139,65 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _choice(args: argparse.Namespace) -> Choice | None:
+    """The operator's choice for ``--seq``, once the options are checked together."""
+    choice: Choice | None = (
+        "confirm" if args.confirm is not None else "redo" if args.redo else "fail" if args.fail
+        else None
+    )  # fmt: skip
+    if choice is None and args.seq is not None:
+        raise ConfigError(
+            f"--seq {args.seq} needs a choice: --confirm JSON (the call acted; JSON is its "
+            "result), --redo (it did not: send it once more) or --fail [--reason TEXT]"
+        )
+    if choice is not None and args.seq is None:
+        raise ConfigError(f"--{choice} needs --seq N: the call in doubt it resolves")
+    if choice is not None and args.takeover:
+        raise ConfigError(
+            "--takeover is for re-sending the intents of a run a live worker holds; a call "
+            "resolved with --seq belongs to a parked run, which nobody holds"
+        )
+    if args.reason is not None and choice is None:
+        raise ConfigError("--reason goes with --seq N and --confirm, --redo or --fail")
+    return choice
+
+
 def cmd_resolve(args: argparse.Namespace) -> int:
+    check_run_id(args.run_id, source="RUN")
+    choice = _choice(args)
+    result = parse_result(args.confirm) if choice == "confirm" else None
     settings = config.from_env()
+    if choice is not None:
+        conn = _reading(settings)
+        try:
+            resolved = resolve_call(
+                conn, args.run_id, args.seq, choice, result=result, reason=args.reason
+            )
+        finally:
+            conn.close()
+        _print_result(resolved, format_call_resolution, as_json=args.json)
+        return 0
+    conn = _reading(settings)
+    try:
+        attention = read_history(conn, args.run_id).attention
+    finally:
+        conn.close()
+    if attention is not None:  # explain the choices; re-sending is what must not happen
+        _print_result(attention, format_attention, as_json=args.json)
+        return EXIT_USAGE
     resolution = resolve_run(settings, database_url(settings), args.run_id, takeover=args.takeover)
     _print_result(resolution, format_resolution, as_json=args.json)
     return 0
+
+
+def _seq(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a step number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a step number is 0 or more, got {value}")
+    return value
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -210,7 +272,14 @@ def register_operator_commands(sub: argparse._SubParsersAction[argparse.Argument
 
     resolve = sub.add_parser(
         "resolve",
-        help="re-send a run's intents that have no confirm, under the same keys; no new step",
+        help="re-send a run's intents that have no confirm, under the same keys (no new step); "
+        "or, for a run that needs attention, decide its call in doubt (--seq N and a choice)",
+        description="Without --seq: re-send the run's intents that have no confirm, by their "
+        "contracts, and take no further step. A run that needs attention (a 'once' call in "
+        "doubt: nothing can tell whether it acted) is never re-sent on its own: give --seq N "
+        "and one of --confirm JSON (it acted; JSON is its result, which the model sees), "
+        "--redo (it did not act: the next worker sends it once more) or --fail (give it up: "
+        "the model sees it failed, with --reason). The run then goes back to pending.",
     )
     resolve.add_argument("run_id", metavar="RUN")
     resolve.add_argument(
@@ -218,6 +287,22 @@ def register_operator_commands(sub: argparse._SubParsersAction[argparse.Argument
         action="store_true",
         help="take the run even from a worker whose lease is live (it is fenced out)",
     )
+    resolve.add_argument(
+        "--seq", type=_seq, metavar="N", help="the call in doubt of a run that needs attention"
+    )
+    choices = resolve.add_mutually_exclusive_group()
+    choices.add_argument(
+        "--confirm",
+        metavar="JSON",
+        help="the call acted: JSON is its result (remote_status operator)",
+    )
+    choices.add_argument(
+        "--redo", action="store_true", help="the call did not act: send it once more"
+    )
+    choices.add_argument(
+        "--fail", action="store_true", help="give the call up: the model sees it failed"
+    )
+    resolve.add_argument("--reason", help="why (recorded; --fail shows it to the model)")
     resolve.add_argument("--json", action="store_true", help="print the outcome as JSON")
     resolve.set_defaults(func=cmd_resolve)
 

@@ -16,34 +16,21 @@ proves and what it only suggests are kept apart:
   out when the takeover was forced. A claim of a run that was handed back is not a
   takeover;
 - a *retry* (``run_retries``) keeps what it cleared: a failed run's failure stays on the
-  timeline where it happened, followed by the operator's retry.
+  timeline where it happened, followed by the operator's retry;
+- a run *needs attention* when a restart found a ``once`` call in doubt and parked it: the
+  verdict says that nothing can tell whether the call acted and what each of the operator's
+  choices means (:mod:`.attention`); an operator's decision (``call_resolutions``) stays on
+  the timeline: where the run was parked, then the decision on the operator's lane.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 
-from ..conversation import DONE
 from ..records import Decision, Run, ToolCall
-from .views import Claim, Event, PastRetry, RunHistory, Step, clock_text, owner_pid, relative
-
-# Order of events that share a timestamp (they never should; cr_now() is clock_timestamp()).
-_RANK = {
-    "claim": 0,
-    "takeover": 0,
-    "decide": 1,
-    "intent": 2,
-    "confirm": 3,
-    "crash": 4,
-    "fenced": 4,
-    "stopped": 4,
-    "expired": 5,
-    "done": 6,
-    "failed": 6,
-    "cancelled": 6,
-    "retried": 7,
-}
+from .attention import Attention, PastResolution, command
+from .events import event_order, events_of, park_event, resolution_events, retry_events
+from .views import Claim, PastRetry, RunHistory, Step, clock_text, owner_pid, relative
 
 
 def assemble(
@@ -54,20 +41,26 @@ def assemble(
     *,
     owner_gone: bool = False,
     retries: list[PastRetry] | None = None,
+    resolutions: list[PastResolution] | None = None,
 ) -> RunHistory:
     """Judge what was read: steps with verdicts, events in order, notes on the run."""
     retries = retries or []
+    resolutions = resolutions or []
     by_seq = {c.seq: c for c in calls}
     steps = [_step(d, by_seq.get(d.seq), run, owner_gone) for d in decisions]
+    attention = _attention(run, steps)
     owners = {c.generation: c.owner for c in claims}
     if run.owner is not None:
         owners.setdefault(run.generation, run.owner)
-    events = _events(run, steps, claims, owners, owner_gone)
-    events += [e for r in retries for e in _retry_events(r, run.now)]
-    events.sort(key=lambda e: (e.at, _RANK.get(e.kind, 9), -1 if e.seq is None else e.seq))
+    events = events_of(run, steps, claims, owners, owner_gone)
+    events += [e for r in retries for e in retry_events(r, run.now)]
+    events += [e for r in resolutions for e in resolution_events(r, steps, run.now)]
+    if attention is not None:
+        events.append(park_event(attention, run.now))
+    events.sort(key=event_order)
     in_doubt = [s.verdict for s in steps if s.state == "in_doubt" and s.verdict]
-    notes = _run_notes(run, steps, owner_gone, retries)
-    notes += [s.verdict for s in steps if s.state == "decided" and s.verdict]
+    notes = _run_notes(run, steps, owner_gone, retries, resolutions)
+    notes += [s.verdict for s in steps if s.state in ("decided", "redo") and s.verdict]
     return RunHistory(
         run=run,
         claims=claims,
@@ -78,6 +71,28 @@ def assemble(
         owner_gone=owner_gone,
         owners=owners,
         retries=retries,
+        resolutions=resolutions,
+        attention=attention,
+    )
+
+
+def _attention(run: Run, steps: list[Step]) -> Attention | None:
+    """The call in doubt of a parked run (the first, if a journal ever held several)."""
+    if run.status != "needs_attention":
+        return None
+    step = next((s for s in steps if s.state == "in_doubt"), None)
+    if step is None or step.key is None:
+        return None
+    return Attention(
+        run_id=run.id,
+        seq=step.seq,
+        key=step.key,
+        tool=step.tool,
+        effect=step.effect or "keyed",
+        args=step.args,
+        reason=run.failure,
+        parked_at=run.updated_at,
+        parked_by=run.generation,
     )
 
 
@@ -100,13 +115,55 @@ def _step(decision: Decision, call: ToolCall | None, run: Run, owner_gone: bool)
             confirmed_by=call.confirm_generation,
             result=call.result,
             remote_status=call.remote_status,
+            effect=call.effect,
+            call_state=call.state,
         )
     verdict = None
     if step.state == "in_doubt":
         verdict = _doubt_verdict(step, run, owner_gone)
     elif step.state == "decided":
         verdict = _decided_verdict(step, run)
+    elif step.state == "redo":
+        verdict = _redo_verdict(step, run)
     return replace(step, verdict=verdict)
+
+
+def _will(step: Step) -> str:
+    """What the next owner does with the call in doubt, by its contract."""
+    key = step.key
+    if step.effect == "checked":
+        return f"check under {key} whether it acted, and send it only if not"
+    if step.effect == "read":
+        return f"call it again under {key} (a read has no effect)"
+    if step.effect == "once":
+        return (
+            f"not send it again ({step.tool} is 'once': nothing can tell whether {key} acted); "
+            "it parks the run for an operator"
+        )
+    return f"re-send under {key}"
+
+
+def _does(step: Step) -> str:
+    """:func:`_will`, said of a worker doing it now."""
+    key = step.key
+    if step.effect == "checked":
+        return f"checks under {key} whether it acted, and sends it only if not,"
+    if step.effect == "read":
+        return f"calls it again under {key} (a read has no effect)"
+    if step.effect == "once":
+        return f"does not send it again ({step.tool} is 'once'): it parks the run for an operator"
+    return f"re-sends under {key}"
+
+
+def _redo_verdict(step: Step, run: Run) -> str:
+    head = f"seq {step.seq}: an operator ordered it sent again (redo)"
+    if run.status in ("done", "failed", "cancelled"):
+        return f"{head}; the run is {run.status}, so it will never be sent"
+    return (
+        f"{head}; the next worker makes it an intent anew and sends it once more under "
+        f"{step.key}; a crash after that send leaves it in doubt again, never sent twice "
+        "on its own"
+    )
 
 
 def _doubt_verdict(step: Step, run: Run, owner_gone: bool) -> str:
@@ -118,6 +175,14 @@ def _doubt_verdict(step: Step, run: Run, owner_gone: bool) -> str:
             f"{head}; the run is {run.status}, so nothing will re-send under {key}: the remote "
             "may hold a result for it that the journal never recorded"
         )
+    if run.status == "needs_attention":
+        return (
+            f"{head}; {step.tool} is '{step.effect}': nothing can tell whether it acted, so no "
+            f"worker sends it again on its own and the run needs attention. An operator "
+            f"decides: `{command(run.id, step.seq, 'confirm')}` (it acted), `--redo` (it did "
+            "not: send it once more) or `--fail` (give it up; the model sees the failure)"
+        )
+    will, does = _will(step), _does(step)
     expires = run.lease_expires_at
     if run.owner is None or expires is None:
         when = (
@@ -125,27 +190,27 @@ def _doubt_verdict(step: Step, run: Run, owner_gone: bool) -> str:
             if expires is not None and expires > run.now
             else ""
         )
-        return f"{head}; no worker holds the run; the next owner{when} will re-send under {key}"
+        return f"{head}; no worker holds the run; the next owner{when} will {will}"
     if expires <= run.now:
         return (
             f"{head}; the worker's lease expired {clock_text(expires, run.now)}; "
-            f"the next owner will re-send under {key}"
+            f"the next owner will {will}"
         )
     if owner_gone:
         return (
             f"{head}; its worker (generation {run.generation}, pid {owner_pid(run.owner)}) is "
             f"gone though its lease runs until {clock_text(expires, run.now)}; `resolve "
-            f"{run.id}` re-sends under {key} now, as does the next `run`"
+            f"{run.id}` {does} now, as does the next `run`"
         )
     if step.intent_by == run.generation:
         return (
             f"{head} yet; its worker (generation {run.generation}) holds the lease until "
             f"{clock_text(expires, run.now)} and may be waiting for the remote; if it dies, "
-            f"the next owner will re-send under {key}"
+            f"the next owner will {will}"
         )
     return (
         f"{head}; the current worker (generation {run.generation}, lease until "
-        f"{clock_text(expires, run.now)}) re-sends under {key} before anything else"
+        f"{clock_text(expires, run.now)}) {does} before anything else"
     )
 
 
@@ -159,11 +224,31 @@ def _decided_verdict(step: Step, run: Run) -> str:
 
 
 def _run_notes(
-    run: Run, steps: list[Step], owner_gone: bool, retries: list[PastRetry]
+    run: Run,
+    steps: list[Step],
+    owner_gone: bool,
+    retries: list[PastRetry],
+    resolutions: list[PastResolution],
 ) -> list[str]:
     now = run.now
     confirmed = sum(1 for s in steps if s.state == "confirmed")
     when = clock_text(run.updated_at, now)
+    if run.status == "needs_attention":
+        return [
+            f"needs attention since {when}: {run.failure or 'no reason recorded'}; no worker, "
+            "supervisor or give-up takes the run until an operator resolves the call in doubt"
+        ]
+    last = resolutions[-1] if resolutions else None
+    if (
+        run.status == "pending"
+        and last is not None
+        and (not retries or retries[-1].retried_at < last.resolved_at)
+    ):
+        return [
+            f"put back to pending by an operator at {clock_text(last.resolved_at, now)} "
+            f"(seq {last.seq}: {last.outcome}): the supervisor, or `python -m agent_runtime "
+            "run`, starts it"
+        ]
     if run.status == "done":
         return [f"done at {when}: {confirmed} steps confirmed, llm_calls {run.llm_calls}"]
     if run.status == "failed":
@@ -204,259 +289,3 @@ def _run_notes(
             f"the lease runs until {clock_text(expires, now)}; `resolve` or `run` take over now"
         ]
     return [f"{owner} holds the lease until {clock_text(expires, now)} ({relative(expires, now)})"]
-
-
-def _events(
-    run: Run,
-    steps: list[Step],
-    claims: list[Claim],
-    owners: dict[int, str],
-    owner_gone: bool,
-) -> list[Event]:
-    now = run.now
-    events: list[Event] = []
-    for step in steps:
-        events += _step_events(step, now)
-    last_write: dict[int, datetime] = {}
-    for claim in claims:
-        last_write[claim.generation] = claim.claimed_at
-    for event in events:
-        if event.generation is not None:
-            last_write[event.generation] = max(event.at, last_write.get(event.generation, event.at))
-    for claim in claims:
-        events.append(_claim_event(claim, now))
-        if claim.takeover:
-            events.append(_death_event(claim, last_write, now))
-        elif claim.kind == "free" and claim.generation - 1 in last_write:
-            events.append(_stop_event(claim, last_write, now))
-    expires = run.lease_expires_at
-    if run.status == "running" and run.owner is not None and expires is not None:
-        gen = run.generation
-        if expires <= now:
-            events.append(
-                Event(
-                    at=expires,
-                    kind="expired",
-                    generation=gen,
-                    text=f"generation {gen}'s lease expired {clock_text(expires, now)} "
-                    "without renewal: its worker is presumed dead",
-                    label="lease expired",
-                    details=("presumed dead", clock_text(expires)),
-                )
-            )
-        elif owner_gone:
-            at = last_write.get(gen, run.updated_at)
-            events.append(
-                Event(
-                    at=at,
-                    kind="crash",
-                    generation=gen,
-                    text=f"generation {gen} ({run.owner}) died after {clock_text(at, now)}: "
-                    f"pid {owner_pid(run.owner)} is gone, its lease still runs until "
-                    f"{clock_text(expires, now)}",
-                    label="died",
-                    details=(f"pid {owner_pid(run.owner)} gone", f"after {clock_text(at)}"),
-                )
-            )
-    if run.status in ("done", "failed", "cancelled"):
-        events.append(
-            Event(
-                at=run.updated_at,
-                kind=run.status,
-                generation=None if run.status == "cancelled" else run.generation,
-                text=f"run {run.status} at {clock_text(run.updated_at, now)}"
-                + (f": {run.failure}" if run.failure and run.status != "done" else ""),
-                label=run.status,
-                details=(clock_text(run.updated_at),),
-            )
-        )
-    events.sort(key=lambda e: (e.at, _RANK.get(e.kind, 9), -1 if e.seq is None else e.seq))
-    return events
-
-
-def _retry_events(retry: PastRetry, now: datetime) -> list[Event]:
-    """A failure the retry cleared (where it happened), then the operator's retry."""
-    reason = retry.previous_failure or "no reason recorded"
-    events = []
-    if retry.previous_status == "failed":
-        events.append(
-            Event(
-                at=retry.previous_since,
-                kind="failed",
-                generation=retry.generation,
-                text=f"run failed at {clock_text(retry.previous_since, now)}: {reason}",
-                label="failed",
-                details=(clock_text(retry.previous_since),),
-            )
-        )
-    was = "failed" if retry.previous_status == "failed" else f"{retry.previous_status}, free"
-    events.append(
-        Event(
-            at=retry.retried_at,
-            kind="retried",
-            generation=None,
-            text=f"retried by an operator at {clock_text(retry.retried_at, now)}: the run was "
-            f"{was} after {retry.previous_attempts} attempt(s) ({reason}); attempts, backoff "
-            "and give-up clock start again",
-            label="retried",
-            details=(f"was {retry.previous_status}", clock_text(retry.retried_at)),
-        )
-    )
-    return events
-
-
-def _step_events(step: Step, now: datetime) -> list[Event]:
-    seq = step.seq
-    tool = "done (nothing left to do)" if step.tool == DONE else step.tool
-    events = [
-        Event(
-            at=step.decided_at,
-            kind="decide",
-            generation=step.decided_by,
-            seq=seq,
-            text=f"seq {seq} decided by generation {step.decided_by}: {tool} "
-            f"(llm call {step.llm_call})",
-            label=f"decide {seq}",
-            details=(step.tool, clock_text(step.decided_at)),
-        )
-    ]
-    if step.intent_at is not None and step.intent_by is not None:
-        replay = (
-            f", replaying generation {step.decided_by}'s decision"
-            if step.intent_by != step.decided_by
-            else ""
-        )
-        events.append(
-            Event(
-                at=step.intent_at,
-                kind="intent",
-                generation=step.intent_by,
-                seq=seq,
-                key=step.key,
-                text=f"seq {seq} intent written by generation {step.intent_by} under "
-                f"{step.key}{replay}",
-                label=f"intent {seq}" if step.state != "in_doubt" else f"intent {seq} ?",
-                details=(str(step.key), clock_text(step.intent_at)),
-            )
-        )
-    if step.confirmed_at is not None and step.confirmed_by is not None:
-        how = (
-            f"re-sent under {step.key} by generation {step.confirmed_by}"
-            if step.resent
-            else f"sent under {step.key}"
-        )
-        events.append(
-            Event(
-                at=step.confirmed_at,
-                kind="confirm",
-                generation=step.confirmed_by,
-                seq=seq,
-                key=step.key,
-                text=f"seq {seq} confirmed: {how}; result {step.result_id}, "
-                f"remote {step.remote_status}",
-                label=f"confirm {seq}",
-                details=(
-                    str(step.remote_status),
-                    str(step.result_id),
-                    clock_text(step.confirmed_at),
-                ),
-            )
-        )
-    return events
-
-
-def _claim_event(claim: Claim, now: datetime) -> Event:
-    gen, why = claim.generation, claim.why
-    text = f"generation {gen} claimed by {claim.owner}"
-    prev = f"{claim.previous_owner} (generation {gen - 1})"
-    expired = claim.previous_expired_at
-    until = f" until {clock_text(expired, now)}" if expired is not None else ""
-    if why == "first":
-        text += " (first claim)"
-        details: tuple[str, ...] = ("first claim",)
-    elif why == "handed_back":
-        text += f"; generation {gen - 1} had handed the run back"
-        details = ("run was free",)
-    elif why == "expired":
-        assert expired is not None
-        text += f", taking over from {prev} whose lease had expired {clock_text(expired, now)}"
-        details = ("took over", "lease expired")
-    elif why == "owner_dead":
-        text += (
-            f", taking over from {prev} whose lease still ran{until}: its process was "
-            "proved gone on its host"
-        )
-        details = ("took over", "owner dead")
-    elif why == "forced":
-        text += (
-            f", taking over from {prev} whose lease still ran{until}: a forced takeover, "
-            "nobody proved that worker dead"
-        )
-        details = ("took over", "forced")
-    else:  # recorded before claims kept their reason
-        text += (
-            f", taking over from {prev} whose lease still ran{until}: its process was "
-            "proved gone, or the takeover was forced"
-        )
-        details = ("took over", "live lease")
-    return Event(
-        at=claim.claimed_at,
-        kind="takeover" if claim.takeover else "claim",
-        generation=gen,
-        text=text,
-        label=f"claim gen {gen}",
-        details=(*details, clock_text(claim.claimed_at)),
-    )
-
-
-def _death_event(claim: Claim, last_write: dict[int, datetime], now: datetime) -> Event:
-    """How the generation before a takeover ended: died, or (forced) fenced out alive."""
-    gen = claim.generation - 1
-    at = last_write.get(gen, claim.claimed_at)
-    after = f"after {clock_text(at)}"
-    kind, label = "crash", "crash"
-    if claim.why == "expired":
-        why = f"its lease expired and generation {claim.generation} took the run"
-        details: tuple[str, ...] = ("died", after)
-    elif claim.why == "owner_dead":
-        why = (
-            f"its process was proved gone on its host and generation {claim.generation} took "
-            "its live lease"
-        )
-        details = ("died", after)
-    elif claim.why == "forced":
-        why = (
-            f"generation {claim.generation} took its live lease by force; if it still runs, "
-            "its next write is fenced"
-        )
-        kind, label = "fenced", "fenced"
-        details = ("fenced out", after)
-    else:  # recorded before claims kept their reason
-        why = (
-            f"generation {claim.generation} took its live lease (process gone, or the "
-            "takeover was forced)"
-        )
-        details = ("died or fenced", after)
-    return Event(
-        at=at,
-        kind=kind,
-        generation=gen,
-        text=f"generation {gen} ({claim.previous_owner}) wrote nothing after "
-        f"{clock_text(at, now)}: {why}",
-        label=label,
-        details=details,
-    )
-
-
-def _stop_event(claim: Claim, last_write: dict[int, datetime], now: datetime) -> Event:
-    gen = claim.generation - 1
-    at = last_write[gen]
-    return Event(
-        at=at,
-        kind="stopped",
-        generation=gen,
-        text=f"generation {gen} wrote nothing after {clock_text(at, now)} and gave the run "
-        "back: a clean stop, or its supervisor saw it exit",
-        label="stopped",
-        details=("handed back", f"after {clock_text(at)}"),
-    )

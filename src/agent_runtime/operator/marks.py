@@ -28,6 +28,8 @@ COLORS = {
     "failed": "#dc2626",
     "cancelled": "#6b7280",
     "retried": "#0e7490",
+    "attention": "#c2410c",
+    "resolved": "#7c3aed",
     "stopped": "#64748b",
     "lane": "#f1f5f9",
     "muted": "#64748b",
@@ -132,6 +134,37 @@ def mark(parent: ET.Element, kind: str, x: float, y: float, *, doubt: bool = Fal
         )
         points = f"{x + 4:.1f},{y - 10:.1f} {x + 10:.1f},{y - 6:.1f} {x + 3:.1f},{y - 3:.1f}"
         element(parent, "polygon", points=points, fill=COLORS["retried"])
+    elif kind == "attention":  # parked for an operator: an octagon with an exclamation mark
+        r, k = 9.0, 3.7
+        corners = [
+            (-k, -r), (k, -r), (r, -k), (r, k), (k, r), (-k, r), (-r, k), (-r, -k)
+        ]  # fmt: skip
+        points = " ".join(f"{x + dx:.1f},{y + dy:.1f}" for dx, dy in corners)
+        element(parent, "polygon", points=points, fill=COLORS["attention"])
+        element(
+            parent,
+            "text",
+            "!",
+            x=f"{x:.1f}",
+            y=f"{y + 4:.1f}",
+            font_size=12,
+            font_weight="bold",
+            text_anchor="middle",
+            fill="#ffffff",
+        )
+    elif kind == "resolved":  # an operator's decision on a call in doubt: a ticked ring
+        element(
+            parent,
+            "circle",
+            cx=f"{x:.1f}",
+            cy=f"{y:.1f}",
+            r=8,
+            fill="none",
+            stroke=COLORS["resolved"],
+            stroke_width=2.5,
+        )
+        tick = f"M{x - 4:.1f},{y:.1f} L{x - 1:.1f},{y + 3:.1f} L{x + 4:.1f},{y - 3:.1f}"
+        element(parent, "path", d=tick, fill="none", stroke=COLORS["resolved"], stroke_width=2)
     elif kind == "done":
         element(
             parent,
@@ -209,6 +242,8 @@ def legend(svg: ET.Element, y: float) -> None:
         ("stopped", "handed back"),
         ("done", "run done"),
         ("retried", "retried"),
+        ("attention", "needs attention"),
+        ("resolved", "resolved"),
     )
     x = 24.0
     for kind, name in items:

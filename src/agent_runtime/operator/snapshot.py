@@ -1,6 +1,7 @@
 """What the operator reads: the list of runs, and one run's journal from a single snapshot.
 
-``runs``, ``decisions``, ``tool_calls``, ``run_claims`` and ``run_retries`` of one run
+``runs``, ``decisions``, ``tool_calls``, ``run_claims``, ``run_retries`` and
+``call_resolutions`` of one run
 are read in one REPEATABLE READ transaction and judged against the ``cr_now()``
 returned with the run row, the clock the leases use, so "expired" and "expires" agree
 with what a claim would do at that instant. Nothing here writes.
@@ -14,10 +15,11 @@ from .. import db
 from ..errors import RunNotFound
 from ..lease import owner_is_dead
 from ..records import Decision, Run, ToolCall
+from .attention import PastResolution
 from .history import assemble
 from .views import Claim, PastRetry, RunHistory, RunList, RunSummary
 
-STATUSES = ("pending", "running", "done", "failed", "cancelled")
+STATUSES = ("pending", "running", "done", "failed", "cancelled", "needs_attention")
 DEFAULT_LIMIT = 100  # runs listed by `runs` unless --limit says otherwise
 APPLICATION = "agent_runtime.operator"  # application_name of the operator's connections
 
@@ -58,7 +60,13 @@ def read_history(conn: db.Connection, run_id: str) -> RunHistory:
             calls = [ToolCall.from_row(r) for r in db.run(conn, "load_tool_calls", params)]
             claims = [Claim.from_row(r) for r in db.run(conn, "operator_load_claims", params)]
             retries = [PastRetry.from_row(r) for r in db.run(conn, "operator_load_retries", params)]
+            resolutions = [
+                PastResolution.from_row(r)
+                for r in db.run(conn, "operator_load_resolutions", params)
+            ]
     finally:
         conn.isolation_level = previous
     gone = run.status == "running" and run.lease_live and owner_is_dead(run.owner)
-    return assemble(run, decisions, calls, claims, owner_gone=gone, retries=retries)
+    return assemble(
+        run, decisions, calls, claims, owner_gone=gone, retries=retries, resolutions=resolutions
+    )

@@ -15,6 +15,7 @@ from datetime import datetime
 from wcwidth import wcswidth
 
 from ..logfmt import escape
+from .attention import Attention, CallResolution, PastResolution
 from .views import (
     Cancellation,
     PastRetry,
@@ -98,6 +99,13 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
         lines.append(f"showing {shown} of {listing.total} runs (--limit 0 lists all)")
     else:
         lines.append(f"{shown} run{'s' if shown != 1 else ''}")
+    parked = [r for r in listing.runs if r.status == "needs_attention"]
+    for r in parked:
+        seq = f" --seq {r.first_in_doubt}" if r.first_in_doubt is not None else ""
+        lines.append(
+            f"needs attention: {r.id}: a call in doubt that nothing can tell; `show {r.id}` "
+            f"explains, `resolve {r.id}{seq} --confirm JSON | --redo | --fail` decides"
+        )
     return _lines(lines)
 
 
@@ -120,10 +128,18 @@ def _step_lines(step: Step, now: datetime) -> list[str]:
         return lines
     lines.append(
         f"       intent    {clock_text(step.intent_at, now)}  {gen} {step.intent_by}  "
-        f"key {step.key}"
+        f"key {step.key}  effect {step.effect or 'keyed'}"
     )
-    if step.confirmed_at is None:
+    if step.state == "redo":
+        lines.append("       confirm   none: an operator ordered it sent again (redo)")
+    elif step.confirmed_at is None:
         lines.append("       confirm   none: IN DOUBT")
+    elif step.by_operator:
+        result = json.dumps(step.result, sort_keys=True)
+        lines.append(
+            f"       confirm   {clock_text(step.confirmed_at, now)}  by an operator  "
+            f"{step.call_state}  result {result if len(result) <= 80 else result[:77] + '...'}"
+        )
     else:
         resent = "  (re-sent under the same key)" if step.resent else ""
         lines.append(
@@ -138,7 +154,7 @@ def format_history(history: RunHistory) -> str:
     owner = (run.owner or "-") + (" (process gone)" if history.owner_gone else "")
     lines = [
         f"run {run.id}  {run.status}  generation {run.generation}  llm_calls {run.llm_calls}"
-        f"  attempts {run.attempts}",
+        f"  attempts {run.attempts}  agent {run.agent}",
         f"owner    {owner}  lease {_lease_text(run.lease_expires_at, run.owner, now)}",
         f"clock    cr_now() {now.astimezone():%Y-%m-%d} {clock_text(now)} "
         f"{now.astimezone():%Z}; the times below are local",
@@ -159,12 +175,61 @@ def format_history(history: RunHistory) -> str:
     lines += [f"  {v}" for v in history.in_doubt] or [
         "  nothing in doubt: every intent has its confirm"
     ]
+    if history.attention is not None:
+        lines += ["", "needs attention", *_attention_lines(history.attention)]
+    if history.resolutions:
+        lines += ["", "resolved by an operator"]
+        lines += [f"  {_resolution_line(r, now)}" for r in history.resolutions]
     if history.retries:
         lines += ["", "retried by an operator"]
         lines += [f"  {_retry_line(r, now)}" for r in history.retries]
     lines += ["", "state"]
     lines += [f"  {n}" for n in history.notes]
     return _lines(lines)
+
+
+def _attention_lines(a: Attention) -> list[str]:
+    lines = [
+        f"  {a.summary}.",
+        f"  args {json.dumps(a.args)}",
+        f"  parked by generation {a.parked_by} at {clock_text(a.parked_at)}: "
+        f"{a.reason or 'no reason recorded'}",
+        "  choose one, from what you know about the remote:",
+    ]
+    for _, cmd, what in a.choices():
+        lines += [f"    {cmd}", f"        {what}"]
+    return lines
+
+
+def _resolution_line(r: PastResolution, now: datetime) -> str:
+    why = f" ({r.reason})" if r.reason else ""
+    return (
+        f"{clock_text(r.resolved_at, now)}  seq {r.seq}  {r.choice}{why}: {r.outcome}; "
+        f"parked by generation {r.generation} at {clock_text(r.parked_at, now)} "
+        f"({r.effect}, key {r.idem_key})"
+    )
+
+
+def format_attention(a: Attention) -> str:
+    """What ``resolve RUN`` prints for a parked run instead of acting."""
+    lines = [f"run {a.run_id} needs attention; nothing was sent or changed", *_attention_lines(a)]
+    return _lines(lines)
+
+
+def format_call_resolution(c: CallResolution) -> str:
+    past = c.past
+    what = {
+        "confirm": "confirmed with the result you gave (remote_status operator); the model sees it",
+        "redo": "ordered sent again: the next worker sends it once more, under the same key",
+        "fail": f"failed ({past.reason or 'no reason given'}); the model sees the failure",
+    }[past.choice]
+    return _lines(
+        [
+            f"run {c.run_id}: seq {past.seq} (key {past.idem_key}) {what}",
+            "  the run is pending again: the supervisor or `python -m agent_runtime run` "
+            "takes it from here",
+        ]
+    )
 
 
 def _retry_line(r: PastRetry, now: datetime) -> str:

@@ -35,7 +35,7 @@ COLUMN = 104  # px per event
 LANE = 84  # px per lane
 LABELS = 210  # px of lane labels on the left
 TOP = 70  # px above the first lane
-MIN_WIDTH = 1240  # px, so the legend fits
+MIN_WIDTH = 1450  # px, so the legend fits
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 VERDICT_LINE = 16  # px per line of verdict text
 NO_DOUBT = "nothing in doubt: every intent has its confirm"
@@ -397,5 +397,6 @@ def _symbol(event: Event, history: RunHistory) -> tuple[str, bool]:
         return ("already_done" if step.remote_status == "already_done" else "created"), False
     if event.kind == "intent":
         step = next(s for s in history.steps if s.seq == event.seq)
-        return "intent", step.state == "in_doubt"
+        current = step.intent_by == event.generation and step.intent_at == event.at
+        return "intent", step.state == "in_doubt" if current else event.label.endswith("?")
     return event.kind, False

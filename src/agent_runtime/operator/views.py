@@ -20,6 +20,7 @@ from typing import Any
 from ..conversation import DONE
 from ..lease import owner_is_dead
 from ..records import Run
+from .attention import Attention, PastResolution
 
 
 def clock_text(at: datetime, now: datetime | None = None) -> str:
@@ -130,15 +131,20 @@ class Step:
     intent_by: int | None = None
     confirmed_at: datetime | None = None
     confirmed_by: int | None = None
-    result: dict[str, Any] | None = None
-    remote_status: str | None = None  # 'created' | 'already_done'
+    result: Any = None  # the tool's answer (any JSON), or the failure
+    remote_status: str | None = None  # created already_done found read operator failed
     verdict: str | None = None  # a sentence for a step that is not settled
+    effect: str | None = None  # the call's contract, journaled with its intent
+    call_state: str | None = None  # intent redo confirmed failed (tool_calls.state)
 
     @property
     def state(self) -> str:
-        """``finish`` (the model's done), ``confirmed``, ``in_doubt`` or ``decided``."""
+        """``finish`` (the model's done), ``confirmed`` (a result or a failure is recorded),
+        ``redo`` (an operator ordered it sent again), ``in_doubt`` or ``decided``."""
         if self.tool == DONE:
             return "finish"
+        if self.call_state == "redo":
+            return "redo"
         if self.confirmed_at is not None:
             return "confirmed"
         return "in_doubt" if self.intent_at is not None else "decided"
@@ -158,8 +164,13 @@ class Step:
 
     @property
     def result_id(self) -> str | None:
-        value = (self.result or {}).get("id")
+        value = self.result.get("id") if isinstance(self.result, dict) else None
         return str(value) if value is not None else None
+
+    @property
+    def by_operator(self) -> bool:
+        """Resolved by hand: an operator confirmed or failed the call."""
+        return self.remote_status == "operator"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -180,6 +191,8 @@ class Step:
             "resent": self.resent,
             "result": self.result,
             "remote_status": self.remote_status,
+            "effect": self.effect,
+            "call_state": self.call_state,
             "verdict": self.verdict,
         }
 
@@ -190,7 +203,7 @@ class Event:
 
     at: datetime
     kind: str  # claim takeover decide intent confirm crash fenced stopped expired done failed
-    # cancelled retried
+    # cancelled retried attention (parked) resolved (an operator's decision on a call)
     generation: int | None
     text: str  # one sentence
     seq: int | None = None
@@ -220,6 +233,8 @@ class RunHistory:
     owner_gone: bool = False  # the owner ran on this host and its process is gone
     owners: dict[int, str] = field(default_factory=dict)  # generation -> owner token
     retries: list[PastRetry] = field(default_factory=list)  # oldest first
+    resolutions: list[PastResolution] = field(default_factory=list)  # oldest first
+    attention: Attention | None = None  # the call in doubt of a parked run, and the choices
 
     @property
     def now(self) -> datetime:
@@ -231,6 +246,9 @@ class RunHistory:
             "run": {
                 "id": run.id,
                 "status": run.status,
+                "agent": run.agent,
+                "input": run.input,
+                "output": run.output,
                 "owner": run.owner,
                 "owner_gone": self.owner_gone,
                 "generation": run.generation,
@@ -263,6 +281,8 @@ class RunHistory:
             "in_doubt": self.in_doubt,
             "notes": self.notes,
             "retries": [r.to_json() for r in self.retries],
+            "attention": self.attention.to_json() if self.attention is not None else None,
+            "resolutions": [r.to_json() for r in self.resolutions],
         }
 
 
@@ -276,6 +296,7 @@ class RunSummary:
 
     id: str
     status: str
+    agent: str  # the agent the run belongs to
     owner: str | None
     owner_gone: bool
     generation: int
@@ -284,6 +305,7 @@ class RunSummary:
     attempts: int
     steps: int  # confirmed tool calls
     in_doubt: int  # intents without a confirm
+    first_in_doubt: int | None  # the seq of the first of them
     failure: str | None
     created_at: datetime
     updated_at: datetime  # the last change to the run: any journal write, claim or stop
@@ -309,6 +331,7 @@ class RunSummary:
         return {
             "id": self.id,
             "status": self.status,
+            "agent": self.agent,
             "owner": self.owner,
             "owner_gone": self.owner_gone,
             "generation": self.generation,
@@ -316,6 +339,7 @@ class RunSummary:
             "lease_live": self.lease_live,
             "steps_confirmed": self.steps,
             "in_doubt": self.in_doubt,
+            "first_in_doubt": self.first_in_doubt,
             "llm_calls": self.llm_calls,
             "attempts": self.attempts,
             "last_activity": self.updated_at.isoformat(),

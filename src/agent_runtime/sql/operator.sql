@@ -1,5 +1,6 @@
 -- Named queries of the operator view (agent_runtime.operator).
--- Reads only, except operator_cancel_run, operator_retry_run and operator_end_backoff.
+-- Reads only, except operator_cancel_run, operator_retry_run, operator_end_backoff and
+-- operator_resolve_call.
 -- Names start with operator_ so they never clash with the runtime's own queries.sql.
 
 -- name: operator_list_runs
@@ -7,13 +8,15 @@
 -- %(in_doubt)s: only runs holding an intent without a confirm; %(limit)s NULL: all.
 -- "total" counts every matching run, before the limit.
 SELECT r.id, r.status, r.owner, r.generation, r.lease_expires_at, r.llm_calls, r.attempts,
-       r.failure, r.created_at, r.updated_at,
+       r.failure, r.created_at, r.updated_at, r.agent,
        coalesce(c.confirmed, 0) AS steps, coalesce(c.in_doubt, 0) AS in_doubt,
+       c.first_in_doubt,
        count(*) OVER () AS total, cr_now() AS now
 FROM runs r
 LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE t.state = 'confirmed') AS confirmed,
-           count(*) FILTER (WHERE t.state = 'intent') AS in_doubt
+           count(*) FILTER (WHERE t.state = 'intent') AS in_doubt,
+           min(t.seq) FILTER (WHERE t.state = 'intent') AS first_in_doubt
     FROM tool_calls t
     WHERE t.run_id = r.id
 ) c ON true
@@ -92,3 +95,57 @@ UPDATE runs SET lease_expires_at = cr_now(), updated_at = cr_now()
 WHERE id = %(run)s AND status IN ('pending', 'running') AND owner IS NULL
   AND lease_expires_at > cr_now()
 RETURNING id;
+
+-- name: operator_resolve_call
+-- An operator's decision on call %(seq)s of a run that needs attention, fenced by nothing (a
+-- parked run has no owner): only while the run is needs_attention and the call is still an
+-- intent without a confirm. %(choice)s 'confirm': the call is confirmed with %(result)s
+-- (remote_status operator); 'fail': confirmed as failed with %(result)s (the error the model
+-- sees); 'redo': the intent becomes redo, the next worker sends it once more. Either way the
+-- run goes back to pending, claimable at once, its attempts and give-up clock started again,
+-- and call_resolutions keeps the decision and what the parked run said. One statement: all
+-- of it, or (a wrong status, no such call, already resolved) nothing; the caller says which.
+WITH target AS (
+    SELECT r.id, r.generation, r.failure, r.updated_at, t.seq, t.idem_key, t.effect,
+           t.generation AS intent_by, t.intent_at
+    FROM runs r JOIN tool_calls t ON t.run_id = r.id
+    WHERE r.id = %(run)s AND r.status = 'needs_attention'
+      AND t.seq = %(seq)s AND t.state = 'intent'
+    FOR UPDATE OF r, t
+), resolved AS (
+    UPDATE tool_calls t
+    SET state = CASE %(choice)s::text WHEN 'confirm' THEN 'confirmed'
+                                      WHEN 'fail' THEN 'failed'
+                                      ELSE 'redo' END,
+        result = CASE WHEN %(choice)s::text = 'redo' THEN NULL ELSE %(result)s::jsonb END,
+        remote_status = CASE WHEN %(choice)s::text = 'redo' THEN NULL ELSE 'operator' END,
+        confirm_generation = NULL,
+        confirmed_at = CASE WHEN %(choice)s::text = 'redo' THEN NULL ELSE cr_now() END
+    FROM target
+    WHERE t.run_id = target.id AND t.seq = target.seq
+    RETURNING t.state
+), resumed AS (
+    UPDATE runs r
+    SET status = 'pending', owner = NULL, lease_expires_at = NULL, failure = NULL,
+        attempts = 0, progress_at = cr_now(), updated_at = cr_now()
+    FROM target
+    WHERE r.id = target.id
+    RETURNING r.id, r.updated_at
+)
+INSERT INTO call_resolutions (run_id, seq, idem_key, effect, choice, reason, result,
+                              generation, intent_by, intent_at, parked_reason, parked_at,
+                              resolved_at)
+SELECT target.id, target.seq, target.idem_key, target.effect, %(choice)s::text,
+       %(reason)s::text,
+       CASE WHEN %(choice)s::text = 'redo' THEN NULL ELSE %(result)s::jsonb END,
+       target.generation, target.intent_by, target.intent_at, target.failure,
+       target.updated_at, resumed.updated_at
+FROM target JOIN resumed USING (id)
+RETURNING seq, idem_key, effect, choice, reason, result, generation, intent_by, intent_at,
+          parked_reason, parked_at, resolved_at, (SELECT state FROM resolved) AS state;
+
+-- name: operator_load_resolutions
+-- The operator's decisions on one run's calls in doubt, oldest first.
+SELECT seq, idem_key, effect, choice, reason, result, generation, intent_by, intent_at,
+       parked_reason, parked_at, resolved_at
+FROM call_resolutions WHERE run_id = %(run)s ORDER BY id;

@@ -188,6 +188,22 @@ FROM owned
 WHERE t.run_id = owned.id AND t.seq = %(seq)s AND t.state IN ('intent', 'redo')
 RETURNING t.confirmed_at;
 
+-- name: redo_intent
+-- An operator ordered an in-doubt 'once' call sent again (state redo): before sending it,
+-- the worker makes it an intent of its own generation again, durably, so that a crash after
+-- this send finds an intent in doubt (and parks the run) instead of a redo to send once more.
+WITH owned AS (
+    UPDATE runs SET updated_at = cr_now()
+    WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
+      AND status = 'running'
+    RETURNING id
+)
+UPDATE tool_calls t
+SET state = 'intent', generation = %(generation)s, intent_at = cr_now()
+FROM owned
+WHERE t.run_id = owned.id AND t.seq = %(seq)s AND t.state = 'redo'
+RETURNING t.intent_at;
+
 -- name: load_decisions
 SELECT seq, tool, args, llm_call, generation, decided_at, call_id
 FROM decisions WHERE run_id = %(run)s ORDER BY seq;
