@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -33,13 +34,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _setup import database, fresh_journal, print_settings, scratch
+from _setup import database, fresh_journal, print_settings, scratch, server_settings
 from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.journal import Journal
@@ -58,7 +60,55 @@ def in_process_remotes(state: Path) -> Mapping[str, httpx.BaseTransport]:
     return {"model": model_transport(Model()), "cloud": cloud_transport(cloud)}
 
 
-def drain(url: str, state: Path, mode: str, runs: int, workers: int, tag: str) -> float:
+def _proc_cpu(pid: int, *, reaped: bool = False) -> float:
+    """CPU seconds of process ``pid`` (``reaped``: and of its children it has waited for)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(url: str) -> float | None:
+    """CPU seconds the PostgreSQL server has used so far, its ended backends included
+    (None: not a server on this machine, or not readable)."""
+    data = server_settings(url).get("data_directory")
+    try:
+        postmaster = int(Path(data or "", "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    total = _proc_cpu(postmaster, reaped=True)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == postmaster:
+            total += _proc_cpu(int(stat.parent.name))
+    return total
+
+
+def _own_cpu() -> tuple[float, float]:
+    """(this process's CPU seconds, its reaped children's)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Drained:
+    rate: float  # runs/s
+    supervisor_ms: float  # CPU per run: the supervisor (this process)
+    workers_ms: float  # the worker processes
+    server_ms: float | None  # the PostgreSQL server (None: not measurable from here)
+
+
+def drain(url: str, state: Path, mode: str, runs: int, workers: int, tag: str) -> Drained:
     fresh_journal(url)
     with db.connection(url) as conn:
         journal = Journal(conn)
@@ -71,12 +121,14 @@ def drain(url: str, state: Path, mode: str, runs: int, workers: int, tag: str) -
         spawn=mode,
         worker_transports=functools.partial(in_process_remotes, state),
     )
+    server_before, (me_before, kids_before) = server_cpu(url), _own_cpu()
     start = time.perf_counter()
     try:
         supervisor.drain()
         elapsed = time.perf_counter() - start
     finally:
-        supervisor.shutdown()
+        supervisor.shutdown()  # waits for every worker: their CPU is counted
+    server_after, (me_after, kids_after) = server_cpu(url), _own_cpu()
     with db.connection(url) as conn:
         done = conn.execute("SELECT count(*) AS n FROM runs WHERE status = 'done'").fetchone()
         if done is None or done["n"] != runs:
@@ -84,7 +136,15 @@ def drain(url: str, state: Path, mode: str, runs: int, workers: int, tag: str) -
                 "SELECT status, count(*) AS n, min(failure) AS failure FROM runs GROUP BY 1"
             ).fetchall()
             raise SystemExit(f"only {done} of {runs} runs finished after {elapsed:.1f}s: {rows}")
-    return runs / elapsed
+    server = None
+    if server_before is not None and server_after is not None:
+        server = (server_after - server_before) / runs * 1000
+    return Drained(
+        rate=runs / elapsed,
+        supervisor_ms=(me_after - me_before) / runs * 1000,
+        workers_ms=(kids_after - kids_before) / runs * 1000,
+        server_ms=server,
+    )
 
 
 def _seen(events: list[tuple[float, str, str, int]], kind: str, run_id: str, n: int) -> bool:
@@ -155,15 +215,18 @@ def drain_modes(
     rates: dict[str, list[float]] = {mode: [] for mode in modes}
     for r in range(rounds):
         for mode in modes if r % 2 == 0 else reversed(modes):
-            rate = drain(url, state, mode, runs, workers, f"{label}{mode}{workers}-{r}")
-            rates[mode].append(rate)
+            got = drain(url, state, mode, runs, workers, f"{label}{mode}{workers}-{r}")
+            rates[mode].append(got.rate)
+            server = f"{got.server_ms:5.1f}" if got.server_ms is not None else "    ?"
             print(
                 f"drain{label} {runs} runs, {mode:4}, max-workers {workers}, round {r + 1}: "
-                f"{runs / rate:6.2f}s ({rate:6.1f} runs/s)",
+                f"{runs / got.rate:6.2f}s ({got.rate:6.1f} runs/s); CPU ms/run: "
+                f"workers {got.workers_ms:5.1f}, supervisor {got.supervisor_ms:4.1f}, "
+                f"server {server}",
                 flush=True,
             )
-    for mode, got in rates.items():
-        median = statistics.median(got)
+    for mode, each in rates.items():
+        median = statistics.median(each)
         print(f"drain{label} {mode:4}, max-workers {workers}: median {median:6.1f} runs/s")
     if "pool" in rates and "fork" in rates:
         ratio = statistics.median(rates["pool"]) / statistics.median(rates["fork"])

@@ -152,7 +152,7 @@ class Supervisor:
                 ended.append((proc.lease, code, proc.pid))
             elif proc.channel is not None:
                 log.info("worker-gone pid=%d code=%s", proc.pid, code)
-            if proc.channel is not None and proc.ready and not self.stopping:
+            if proc.channel is not None and proc.ready and self._room():
                 self._start_pool_worker(None)  # the pool keeps its size
         for lease, code, pid in ended:
             log.info("worker-exited run=%s code=%s pid=%d", lease.run_id, code, pid)
@@ -253,6 +253,11 @@ class Supervisor:
         self.workers[proc.pid] = proc
         log.info("worker-started pid=%d", proc.pid)
         return proc
+
+    def _room(self) -> bool:
+        """Whether a replacement pool worker may start: never more than ``max_workers``
+        processes (a claim that finds none idle starts its own), none once stopping."""
+        return not self.stopping and len(self.workers) < self.settings.max_workers
 
     def _inherited(self) -> list[int]:
         """The descriptors a forked worker must not keep: the other workers' pipes (their
