@@ -1,7 +1,7 @@
 """How fast one supervisor drains abandoned runs, and how fast it heals a killed worker.
 
-    python bench/bench_supervisor.py [--runs 1000] [--kills 10] [--workers 4]
-                                     [--modes pool fork] [--rounds 2]
+    python bench/bench_supervisor.py [--runs 1000] [--kills 10] [--workers 4 ...]
+                                     [--modes pool fork] [--rounds 2] [--relaxed]
 
 1. Drain: ``--runs`` runs abandoned before any supervisor started (created, never
    claimed) are drained by one supervisor with ``--max-workers`` N, once per spawn mode
@@ -10,7 +10,11 @@
    The mocks have no injected latency and are served **in-process in each worker**
    (socket-free transports, ``worker_transports``): the cloud on a SQLite file of its
    own per worker process on tmpfs, the model in memory. So the figure is the
-   runtime's and PostgreSQL's, not a web server's. Prints runs/s per mode and round.
+   runtime's and PostgreSQL's, not a web server's. Prints runs/s per mode and round,
+   and the CPU each run cost the workers, the supervisor and the PostgreSQL server
+   (read from ``/proc``; the server's only when it runs on this machine).
+   ``--relaxed`` drains once more with ``synchronous_commit=off`` on every connection:
+   what the CPU allows when no commit waits for the disk (not a durable figure).
 2. Heal: a worker blocked in a model call (the mocks under uvicorn, the model slowed to
    2 s) is SIGKILLed; per mode, ``--kills`` times, the time from the kill until the
    supervisor hands the run to a process (``resuming``) and until that process has

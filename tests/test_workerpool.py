@@ -117,6 +117,27 @@ def test_a_pool_worker_killed_mid_run_is_replaced_at_once_and_its_run_resumed(
     assert mock_servers.calls("victim") == 5  # the one unanswered question asked again
 
 
+def test_a_spare_worker_waits_open_and_takes_the_run_of_one_that_dies(
+    agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    mock_servers.set_model_faults(latency=0.4)
+    Journal(conn).create_run("guarded")
+    sup = supervisors(*FAST, "--max-workers", "2")
+    _, first = wait_for("a worker on the run", lambda: sup.resumed("guarded"))[0]
+    wait_for("a spare beside it", lambda: len(_started(sup)) == 2)
+    spare = _started(sup)[1]
+    wait_for("both connected", lambda: len(_worker_backends(conn)) == 2)  # the spare is open
+    wait_for("the first model call", lambda: mock_servers.calls("guarded") == 1)
+    os.kill(first, signal.SIGKILL)
+    wait_for("the run resumed", lambda: len(sup.resumed("guarded")) == 2)
+    assert sup.resumed("guarded")[1] == ("guarded", spare)  # not a process still opening
+    wait_for("the run done", lambda: _status(conn, "guarded") == "done")
+    mock_servers.set_model_faults(latency=0)
+    wait_for("a new spare", lambda: len(_started(sup)) == 3)
+    assert _children(sup.proc.pid) == {spare, _started(sup)[2]}
+    _assert_each_step_once(conn, mock_servers, "guarded")
+
+
 def test_an_idle_pool_worker_that_dies_is_replaced(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:

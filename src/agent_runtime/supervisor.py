@@ -105,6 +105,7 @@ class Supervisor:
         self.owner = owner_token()
         self.workers: dict[int, WorkerProcess] = {}  # by pid: every process it started
         self.stopping = False
+        self._spare_failed = False  # the last spare died before it was ready: no more yet
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -143,7 +144,10 @@ class Supervisor:
         ended: list[tuple[Lease, int, int]] = []
         for proc in list(self.workers.values()):
             code = proc.poll()  # first: once it is gone, all it said is in the pipe
+            was_ready = proc.ready
             ended.extend((lease, done, proc.pid) for lease, done in proc.ended())
+            if proc.ready and not was_ready:
+                self._spare_failed = False  # workers open again: a spare may be tried
             if code is None:
                 continue
             del self.workers[proc.pid]
@@ -152,6 +156,7 @@ class Supervisor:
                 ended.append((proc.lease, code, proc.pid))
             elif proc.channel is not None:
                 log.info("worker-gone pid=%d code=%s", proc.pid, code)
+                self._spare_failed = self._spare_failed or not proc.ready
             if proc.channel is not None and proc.ready and self._room():
                 self._start_pool_worker(None)  # the pool keeps its size
         for lease, code, pid in ended:
@@ -222,7 +227,19 @@ class Supervisor:
             proc = self._start(lease)
             log.info("resuming run=%s pid=%d", lease.run_id, proc.pid)
             started.append(proc)
+        self._keep_spare()
         return started
+
+    def _keep_spare(self) -> None:
+        """In the pool, one idle worker beside the busy ones while there is room, so the
+        run of a worker that dies goes to an open worker at once instead of waiting for a
+        new one to open. Only once a worker has opened (a worker that cannot open is not
+        started again and again), and not again after a spare died before it was ready."""
+        if self.spawn != "pool" or self._spare_failed or not self._room():
+            return
+        workers = self.workers.values()
+        if any(w.ready for w in workers) and not any(w.idle for w in workers):
+            self._start_pool_worker(None)
 
     def _startable(self, lease: Lease) -> bool:
         """A run whose id no worker would accept (written by an older version, or straight
