@@ -8,6 +8,7 @@ Nothing sleeps to expire a lease: the supervisor frees a dead worker's run itsel
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -63,9 +64,26 @@ def _worker_backends(conn: Any) -> set[int]:
     return {int(r["pid"]) for r in rows}
 
 
+def _done(conn: Any, run_id: str) -> bool:
+    return _status(conn, run_id) == "done"
+
+
 def _owned_by(conn: Any, run_id: str, pid: int) -> bool:
     row = conn.execute("SELECT owner FROM runs WHERE id = %s", (run_id,)).fetchone()
     return bool(row and row["owner"] and f":{pid}:" in row["owner"])
+
+
+def _pool_on(
+    supervisors: Any, mock_servers: Any, conn: Any, runs: list[str], latency: float
+) -> SupervisorProcess:
+    """A supervisor with two pool workers, started on ``runs`` (created first) with the
+    model answering after ``latency`` seconds."""
+    mock_servers.set_model_faults(latency=latency)
+    journal = Journal(conn)
+    for run_id in runs:
+        journal.create_run(run_id)
+    sup: SupervisorProcess = supervisors(*FAST, "--max-workers", "2")
+    return sup
 
 
 def test_one_pool_worker_takes_run_after_run_on_one_connection(
@@ -78,11 +96,11 @@ def test_one_pool_worker_takes_run_after_run_on_one_connection(
     pids = []
     for run_id in runs:  # one after the other: the previous run is done first
         Journal(conn).create_run(run_id)
-        _, pid = wait_for(f"a worker on {run_id}", lambda r=run_id: sup.resumed(r))[0]
-        wait_for(f"{run_id} adopted", lambda r=run_id, p=pid: _owned_by(conn, r, p))
+        _, pid = wait_for(f"a worker on {run_id}", functools.partial(sup.resumed, run_id))[0]
+        wait_for(f"{run_id} adopted", functools.partial(_owned_by, conn, run_id, pid))
         pids.append(pid)
         backends.append(_worker_backends(conn))
-        wait_for(f"{run_id} done", lambda r=run_id: _status(conn, r) == "done")
+        wait_for(f"{run_id} done", functools.partial(_done, conn, run_id))
     assert len(set(pids)) == 1 and _started(sup) == pids[:1]  # one process took all three
     assert len(backends[0]) == 1
     assert backends == [backends[0]] * 3  # and one server backend: the same connection
@@ -94,11 +112,7 @@ def test_one_pool_worker_takes_run_after_run_on_one_connection(
 def test_a_pool_worker_killed_mid_run_is_replaced_at_once_and_its_run_resumed(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
-    mock_servers.set_model_faults(latency=0.4)
-    journal = Journal(conn)
-    for run_id in ("victim", "bystander"):
-        journal.create_run(run_id)
-    sup = supervisors(*FAST, "--max-workers", "2")
+    sup = _pool_on(supervisors, mock_servers, conn, ["victim", "bystander"], 0.4)
     wait_for("two workers", lambda: len(sup.resumed()) == 2)
     pids = dict(sup.resumed())
     wait_for("the victim's first model call", lambda: mock_servers.calls("victim") == 1)
@@ -156,12 +170,8 @@ def test_an_idle_pool_worker_that_dies_is_replaced(
 def test_idle_pool_workers_leave_with_their_supervisor(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
-    mock_servers.set_model_faults(latency=0.2)
-    journal = Journal(conn)
     runs = [f"idle-{i}" for i in range(2)]
-    for run_id in runs:
-        journal.create_run(run_id)
-    sup = supervisors(*FAST, "--max-workers", "2")
+    sup = _pool_on(supervisors, mock_servers, conn, runs, 0.2)
     wait_for("both runs done", lambda: {_status(conn, r) for r in runs} == {"done"})
     workers = _started(sup)
     assert len(workers) == 2 and all(_alive(pid) for pid in workers)
@@ -174,18 +184,14 @@ def test_idle_pool_workers_leave_with_their_supervisor(
 def test_sigterm_stops_busy_and_idle_pool_workers_and_frees_the_busy_ones_run(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
-    mock_servers.set_model_faults(latency=0.2)
-    journal = Journal(conn)
-    for run_id in ("warm-0", "warm-1"):
-        journal.create_run(run_id)
-    sup = supervisors(*FAST, "--max-workers", "2")
+    sup = _pool_on(supervisors, mock_servers, conn, ["warm-0", "warm-1"], 0.2)
     wait_for(
         "two idle workers", lambda: {_status(conn, r) for r in ("warm-0", "warm-1")} == {"done"}
     )
     workers = _started(sup)
     assert len(workers) == 2
     mock_servers.set_model_faults(latency=5)
-    journal.create_run("busy")
+    Journal(conn).create_run("busy")
     _, busy = wait_for("a worker on the new run", lambda: sup.resumed("busy"))[0]
     assert busy in workers  # an idle worker took it: no process was started for it
     wait_for("the busy worker's model call", lambda: mock_servers.calls("busy") == 1)

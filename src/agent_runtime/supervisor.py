@@ -16,7 +16,9 @@ with the exit code the run would have had in a process of its own. When a run en
 without finishing, it frees the run if the worker died holding it (at once after a first
 death, with a backoff after deaths in a row; with the exit code as the reason when the
 worker recorded none), and logs every backoff: ``backoff run=... attempt=... until=...``.
-A pool worker that dies is replaced at once. A worker that raises an exception the runtime
+A pool worker that dies is replaced at once, and beside the busy workers one open
+spare waits (room allowing), so the run of a worker that dies is adopted at once. A
+worker that raises an exception the runtime
 did not expect logs its traceback, records the reason on the run, and ends it with 70.
 """
 
