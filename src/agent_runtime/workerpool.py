@@ -1,9 +1,10 @@
 """The supervisor's worker processes, in three spawn modes (``--spawn``).
 
 ``pool`` (the default): up to ``max_workers`` long-lived processes forked from the
-supervisor, started as claimed runs need them (plus one idle spare while there is room). Each opens one :class:`~agent_runtime.worker.Worker` (its database
-connection with its prepared statements, its model and tool clients with their HTTP
-connections, the schema checked once) and takes run after run over its pipe. ``fork``:
+supervisor, started as claimed runs need them (plus one idle spare while there is
+room). Each opens one :class:`~agent_runtime.worker.Worker` (its database connection
+with its prepared statements, its model and tool clients with their HTTP connections,
+the schema checked once) and takes run after run over its pipe. ``fork``:
 a fresh fork per run that opens its own Worker and exits when the run ends. ``exec``: the
 same with a fresh interpreter (``python -m agent_runtime run --owner ... --generation ...``).
 
