@@ -196,7 +196,7 @@ def heal_latency(
                 with ready:  # the supervisor polls every 3 s: wait for its first worker
                     ready.wait_for(functools.partial(_seen, events, "adopted", run_id, 1), 30)
                     pid = next(e[3] for e in events if e[1] == "resuming" and e[2] == run_id)
-                time.sleep(0.05)  # let the worker get into its (slow) model call
+                time.sleep(0.5)  # into its 2 s model call (and the pool's spare is open)
                 killed = time.perf_counter()
                 os.kill(pid, signal.SIGKILL)
                 with ready:

@@ -108,6 +108,7 @@ class Supervisor:
         self.workers: dict[int, WorkerProcess] = {}  # by pid: every process it started
         self.stopping = False
         self._spare_failed = False  # the last spare died before it was ready: no more yet
+        self._owed = 0  # pool workers that died and are not replaced yet
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -159,8 +160,8 @@ class Supervisor:
             elif proc.channel is not None:
                 log.info("worker-gone pid=%d code=%s", proc.pid, code)
                 self._spare_failed = self._spare_failed or not proc.ready
-            if proc.channel is not None and proc.ready and self._room():
-                self._start_pool_worker(None)  # the pool keeps its size
+            if proc.channel is not None and proc.ready:
+                self._owed += 1  # replaced by the sweep, once its run has been handed on
         for lease, code, pid in ended:
             log.info("worker-exited run=%s code=%s pid=%d", lease.run_id, code, pid)
             if code != EXIT_DONE:
@@ -202,7 +203,19 @@ class Supervisor:
             )
 
     def sweep(self) -> list[WorkerProcess]:
-        """Give up on exhausted runs, then claim and start what capacity allows."""
+        """Give up on exhausted runs, claim and start what capacity allows, then replace
+        the pool workers that died (after the claims: a dead worker's run goes to an open
+        spare first, not behind a fork) and keep a spare."""
+        started = self._claim()
+        if self.spawn == "pool":
+            owed, self._owed = self._owed, 0
+            for _ in range(owed):
+                if self._room():
+                    self._start_pool_worker(None)  # the pool keeps its size
+            self._keep_spare()
+        return started
+
+    def _claim(self) -> list[WorkerProcess]:
         s = self.settings
         limits = {"max_attempts": s.max_attempts, "give_up_after": s.give_up_after}
         for row in db.run(self.conn, "give_up_exhausted", limits):
@@ -229,7 +242,6 @@ class Supervisor:
             proc = self._start(lease)
             log.info("resuming run=%s pid=%d", lease.run_id, proc.pid)
             started.append(proc)
-        self._keep_spare()
         return started
 
     def _keep_spare(self) -> None:
@@ -237,7 +249,7 @@ class Supervisor:
         run of a worker that dies goes to an open worker at once instead of waiting for a
         new one to open. Only once a worker has opened (a worker that cannot open is not
         started again and again), and not again after a spare died before it was ready."""
-        if self.spawn != "pool" or self._spare_failed or not self._room():
+        if self._spare_failed or not self._room():
             return
         workers = self.workers.values()
         if any(w.ready for w in workers) and not any(w.idle for w in workers):
