@@ -15,8 +15,9 @@
    (read from ``/proc``; the server's only when it runs on this machine).
    ``--relaxed`` drains once more with ``synchronous_commit=off`` on every connection:
    what the CPU allows when no commit waits for the disk (not a durable figure).
-2. Heal: a worker blocked in a model call (the mocks under uvicorn, the model slowed to
-   2 s) is SIGKILLed; per mode, ``--kills`` times, the time from the kill until the
+2. Heal: a worker 0.3 s into a model call (the mocks under uvicorn, the model slowed to
+   1 s) is SIGKILLed; per mode, ``--kills`` times, one run at a time (each finishes
+   before the next is created), the time from the kill until the
    supervisor hands the run to a process (``resuming``) and until that process has
    adopted the lease (``adopted``: it is working on the run again).
 Not a test.
@@ -52,7 +53,7 @@ from agent_runtime.journal import Journal
 from agent_runtime.supervisor import Supervisor
 from mock_remotes import Cloud, Model, cloud_transport, model_transport, start_mocks
 
-EVENT = re.compile(r"(resuming|adopted) run=(\S+) (?:pid=(\d+))?")
+EVENT = re.compile(r"(resuming|adopted|done) run=(\S+) (?:pid=(\d+))?")
 MODES = ("pool", "fork")
 
 
@@ -196,11 +197,13 @@ def heal_latency(
                 with ready:  # the supervisor polls every 3 s: wait for its first worker
                     ready.wait_for(functools.partial(_seen, events, "adopted", run_id, 1), 30)
                     pid = next(e[3] for e in events if e[1] == "resuming" and e[2] == run_id)
-                time.sleep(0.5)  # into its 2 s model call (and the pool's spare is open)
+                time.sleep(0.3)  # into its 1 s model call (and the pool's spare is open)
                 killed = time.perf_counter()
                 os.kill(pid, signal.SIGKILL)
                 with ready:
                     ready.wait_for(functools.partial(_seen, events, "adopted", run_id, 2), 30)
+                    # one run at a time: every kill meets the same steady state
+                    ready.wait_for(functools.partial(_seen, events, "done", run_id, 1), 60)
                 started.append(_nth(events, "resuming", run_id, 2) - killed)
                 adopted.append(_nth(events, "adopted", run_id, 2) - killed)
     finally:
@@ -285,7 +288,7 @@ def main() -> None:
         logging.disable(logging.NOTSET)
         mocks = start_mocks(state / "served", persist_model=False)
         try:
-            mocks.set_model_faults(latency=2.0)
+            mocks.set_model_faults(latency=1.0)
             for mode in args.modes:
                 started, adopted = heal_latency(
                     url, mocks.cloud_url, mocks.model_url, mode, args.kills
