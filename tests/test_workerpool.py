@@ -54,11 +54,14 @@ def _alive(pid: int) -> bool:
 
 
 def _worker_backends(conn: Any) -> set[int]:
-    """The server pids of the workers' own connections (not this test's, not the
-    supervisor's or a heartbeat's: those have application names of their own)."""
+    """The server pids of the workers' own connections: opened after this test's own
+    (not an earlier test's leftover), under the workers' name (the supervisor's and a
+    heartbeat's have names of their own)."""
     rows = conn.execute(
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-        "AND datname = current_database() AND pid <> pg_backend_pid()",
+        "AND datname = current_database() AND pid <> pg_backend_pid() "
+        "AND backend_start > (SELECT backend_start FROM pg_stat_activity "
+        "WHERE pid = pg_backend_pid())",
         (WORKER_APP,),
     ).fetchall()
     return {int(r["pid"]) for r in rows}
