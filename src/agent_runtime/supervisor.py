@@ -1,34 +1,38 @@
 """``python -m agent_runtime.supervisor``: restarts runs whose worker died.
 
-Every ``poll`` seconds (and at once whenever one of its own workers exits) it
-gives up on runs that failed too often for too long (``max_attempts`` claims *and*
-``give_up_after`` seconds without progress), then claims up to ``max_workers`` runs
+Every ``poll`` seconds (and at once whenever one of its workers is done with a run or
+exits) it gives up on runs that failed too often for too long (``max_attempts`` claims
+*and* ``give_up_after`` seconds without progress), then claims up to ``max_workers`` runs
 that are free past their backoff or whose lease ran out (``FOR UPDATE SKIP LOCKED``:
-several supervisors may share a database without claiming one run twice) and starts a
-fresh worker process on each. A run with a live lease is never touched, nor one that
-waits out a backoff. Nothing restarts the supervisor itself; that is the job of whatever
-keeps processes alive on the machine.
+several supervisors may share a database without claiming one run twice) and hands each
+to a worker process: by default an idle one of its pool of long-lived workers, else a new
+one (:mod:`agent_runtime.workerpool`; ``--spawn fork`` or ``exec``: a fresh process per
+run). A run with a live lease is never touched, nor one that waits out a backoff. Nothing
+restarts the supervisor itself; that is the job of whatever keeps processes alive on the
+machine.
 
-When one of its workers exits without finishing, it frees the run if the worker died
-holding it (at once after a first death, with a backoff after deaths in a row; with the
-exit code as the reason when the worker recorded none), and logs every backoff:
-``backoff run=... attempt=... until=...``. A worker that raises an exception the
-runtime did not expect logs its traceback, records the reason on the run, exits 70.
+Every run a worker is done with is one line, ``worker-exited run=... code=... pid=...``,
+with the exit code the run would have had in a process of its own. When a run ends
+without finishing, it frees the run if the worker died holding it (at once after a first
+death, with a backoff after deaths in a row; with the exit code as the reason when the
+worker recorded none), and logs every backoff: ``backoff run=... attempt=... until=...``.
+A pool worker that dies is replaced at once, and beside the busy workers one open
+spare waits (room allowing), so the run of a worker that dies is adopted at once. A
+worker that raises an exception the runtime
+did not expect logs its traceback, records the reason on the run, and ends it with 70.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import select
 import signal
-import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from types import FrameType
 
 from . import config, db, logfmt
@@ -40,7 +44,6 @@ from .dbsource import database_url
 from .errors import (
     EXIT_CRASHED,
     EXIT_DONE,
-    EXIT_SOFTWARE,
     AgentRuntimeError,
     DatabaseError,
     InvalidRunId,
@@ -49,55 +52,18 @@ from .journal import Journal
 from .lease import owner_token
 from .records import Lease
 from .runid import check_run_id
+from .workerpool import (
+    SPAWN_MODES,
+    Transports,
+    WorkerProcess,
+    WorkerSpec,
+    start_one_run,
+    start_pool_worker,
+)
 
 log = logging.getLogger(__name__)
 
-SPAWN_MODES = ("fork", "exec")
 STOP_GRACE = 5.0  # seconds a stopping supervisor waits for its workers to exit
-
-
-@dataclass(kw_only=True)
-class Child:
-    lease: Lease
-    pid: int
-    popen: subprocess.Popen[bytes] | None = None  # None when forked
-    exit_code: int | None = field(default=None)
-
-    def poll(self) -> int | None:
-        if self.exit_code is not None:
-            return self.exit_code
-        if self.popen is not None:
-            self.exit_code = self.popen.poll()
-            return self.exit_code
-        pid, status = os.waitpid(self.pid, os.WNOHANG)
-        if pid == 0:
-            return None
-        self.exit_code = os.waitstatus_to_exitcode(status)
-        return self.exit_code
-
-
-def _run_forked_worker(
-    settings: config.Settings, url: str, lease: Lease, agents: Sequence[Agent]
-) -> int:
-    """Body of a forked child: its own connection, its own clients, then os._exit."""
-    from .worker import Worker
-
-    try:
-        worker = Worker.open(settings, url, agents=agents)  # its own token; it adopts the lease
-        try:
-            worker.run(lease.run_id, lease=lease, create=False)
-        finally:
-            worker.close()
-    except AgentRuntimeError as exc:
-        if not exc.reported:
-            log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
-        return exc.exit_code
-    except Exception as exc:  # a bug before the run was held: the supervisor records why
-        log.error(
-            "unexpected run=%s error=%r", lease.run_id, f"{type(exc).__name__}: {exc}", exc_info=exc
-        )
-        return EXIT_SOFTWARE
-    return EXIT_DONE
 
 
 class Supervisor:
@@ -106,28 +72,44 @@ class Supervisor:
         url: str,
         settings: config.Settings,
         *,
-        spawn: str = "fork",
+        spawn: str = "pool",
         worker_env: dict[str, str] | None = None,
         agents: Sequence[Agent] | None = None,
         agent_addresses: Sequence[str] | None = None,
+        worker_transports: Transports | None = None,
     ) -> None:
-        """``agents``: the agents whose runs it takes (default: the provisioning agent);
-        ``agent_addresses``: how an ``exec`` worker finds them (``--agent`` values)."""
+        """``spawn``: how workers are started (:mod:`agent_runtime.workerpool`);
+        ``agents``: the agents whose runs it takes (default: the provisioning agent);
+        ``agent_addresses``: how an ``exec`` worker finds them (``--agent`` values);
+        ``worker_transports``: made in each forked worker, its in-process remotes by name
+        (``model``, ``cloud``; benchmarks and tests)."""
         if spawn not in SPAWN_MODES:
             raise ValueError(f"spawn must be one of {SPAWN_MODES}, got {spawn!r}")
+        if worker_transports is not None and spawn == "exec":
+            raise ValueError(
+                "worker_transports are made in a forked worker; use spawn='pool' or 'fork'"
+            )
         if agents is None:
             from .provisioning import agent as provisioning
 
             agents = [provisioning]
         self.agents = list(by_name(list(agents)).values())
-        self.agent_addresses = list(agent_addresses or [])
         self.url = url
         self.settings = settings
         self.spawn = spawn
-        self.worker_env = worker_env
+        self.spec = WorkerSpec(
+            url=url,
+            settings=settings,
+            agents=self.agents,
+            agent_addresses=list(agent_addresses or []),
+            env=worker_env,
+            transports=worker_transports,
+        )
         self.owner = owner_token()
-        self.children: dict[int, Child] = {}
+        self.workers: dict[int, WorkerProcess] = {}  # by pid: every process it started
         self.stopping = False
+        self._spare_failed = False  # the last spare died before it was ready: no more yet
+        self._owed = 0  # pool workers that died and are not replaced yet
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -136,6 +118,11 @@ class Supervisor:
         self.journal = Journal(self.conn)
         self.backoff = settings.run_backoff_rule()
         tls_context()  # built once here, inherited by every forked worker
+
+    @property
+    def busy(self) -> list[WorkerProcess]:
+        """The workers holding a run now."""
+        return [w for w in self.workers.values() if w.lease is not None]
 
     # -- signals -------------------------------------------------------------------------
 
@@ -155,18 +142,35 @@ class Supervisor:
 
     # -- one sweep -----------------------------------------------------------------------
 
-    def reap(self) -> list[Child]:
-        exited = [c for c in list(self.children.values()) if c.poll() is not None]
-        for child in exited:
-            del self.children[child.pid]
-            code = child.exit_code
-            log.info("worker-exited run=%s code=%s", child.lease.run_id, code)
-            if code is not None and code != EXIT_DONE:
+    def reap(self) -> list[tuple[Lease, int]]:
+        """Take in every run a worker is done with and every worker process that is gone;
+        free what a dead worker held, and start a pool worker's replacement at once."""
+        ended: list[tuple[Lease, int, int]] = []
+        for proc in list(self.workers.values()):
+            code = proc.poll()  # first: once it is gone, all it said is in the pipe
+            was_ready = proc.ready
+            ended.extend((lease, done, proc.pid) for lease, done in proc.ended())
+            if proc.ready and not was_ready:
+                self._spare_failed = False  # workers open again: a spare may be tried
+            if code is None:
+                continue
+            del self.workers[proc.pid]
+            proc.close()
+            if proc.lease is not None:
+                ended.append((proc.lease, code, proc.pid))
+            elif proc.channel is not None:
+                log.info("worker-gone pid=%d code=%s", proc.pid, code)
+                self._spare_failed = self._spare_failed or not proc.ready
+            if proc.channel is not None and proc.ready:
+                self._owed += 1  # replaced by the sweep, once its run has been handed on
+        for lease, code, pid in ended:
+            log.info("worker-exited run=%s code=%s pid=%d", lease.run_id, code, pid)
+            if code != EXIT_DONE:
                 try:
-                    self._after_exit(child.lease, code)
+                    self._after_exit(lease, code)
                 except DatabaseError as exc:  # the lease will run out by itself
-                    log.warning("release-failed run=%s error=%r", child.lease.run_id, str(exc))
-        return exited
+                    log.warning("release-failed run=%s error=%r", lease.run_id, str(exc))
+        return [(lease, code) for lease, code, _ in ended]
 
     def _after_exit(self, lease: Lease, code: int) -> None:
         """Free the run of a worker that died holding it, and log when it may go again.
@@ -199,13 +203,25 @@ class Supervisor:
                 run.lease_expires_at.isoformat(timespec="milliseconds"),
             )
 
-    def sweep(self) -> list[Child]:
-        """Give up on exhausted runs, then claim and start what capacity allows."""
+    def sweep(self) -> list[WorkerProcess]:
+        """Give up on exhausted runs, claim and start what capacity allows, then replace
+        the pool workers that died (after the claims: a dead worker's run goes to an open
+        spare first, not behind a fork) and keep a spare."""
+        started = self._claim()
+        if self.spawn == "pool":
+            owed, self._owed = self._owed, 0
+            for _ in range(owed):
+                if self._room():
+                    self._start_pool_worker(None)  # the pool keeps its size
+            self._keep_spare()
+        return started
+
+    def _claim(self) -> list[WorkerProcess]:
         s = self.settings
         limits = {"max_attempts": s.max_attempts, "give_up_after": s.give_up_after}
         for row in db.run(self.conn, "give_up_exhausted", limits):
             log.warning("gave-up run=%s reason=%r", row["id"], row["failure"])
-        free = self.settings.max_workers - len(self.children)
+        free = self.settings.max_workers - len(self.busy)
         if free <= 0 or self.stopping:
             return []
         rows = db.run(
@@ -224,11 +240,21 @@ class Supervisor:
             lease = Lease(run_id=row["id"], owner=row["owner"], generation=row["generation"])
             if not self._startable(lease):
                 continue
-            child = self._start(lease)
-            self.children[child.pid] = child
-            log.info("resuming run=%s pid=%d", lease.run_id, child.pid)
-            started.append(child)
+            proc = self._start(lease)
+            log.info("resuming run=%s pid=%d", lease.run_id, proc.pid)
+            started.append(proc)
         return started
+
+    def _keep_spare(self) -> None:
+        """In the pool, one idle worker beside the busy ones while there is room, so the
+        run of a worker that dies goes to an open worker at once instead of waiting for a
+        new one to open. Only once a worker has opened (a worker that cannot open is not
+        started again and again), and not again after a spare died before it was ready."""
+        if self._spare_failed or not self._room():
+            return
+        workers = self.workers.values()
+        if any(w.ready for w in workers) and not any(w.idle for w in workers):
+            self._start_pool_worker(None)
 
     def _startable(self, lease: Lease) -> bool:
         """A run whose id no worker would accept (written by an older version, or straight
@@ -242,55 +268,50 @@ class Supervisor:
             return False
         return True
 
-    def _start(self, lease: Lease) -> Child:
-        if self.spawn == "exec":
-            cmd = [
-                sys.executable,
-                "-m",
-                "agent_runtime",
-                "run",
-                "--run-id",
-                lease.run_id,
-                "--owner",
-                lease.owner,
-                "--generation",
-                str(lease.generation),
-                *[arg for address in self.agent_addresses for arg in ("--agent", address)],
-            ]
-            env = dict(self.worker_env if self.worker_env is not None else os.environ)
-            env["DATABASE_URL"] = self.url
-            env.setdefault("CLOUD_URL", self.settings.cloud_url)
-            env.setdefault("MODEL_URL", self.settings.model_url)
-            env["LEASE"] = str(self.settings.lease)
-            env["HEARTBEAT"] = str(self.settings.heartbeat)
-            env["RUN_BACKOFF"] = str(self.settings.run_backoff)
-            env["RUN_BACKOFF_CAP"] = str(self.settings.run_backoff_cap)
-            popen = subprocess.Popen(cmd, env=env)
-            return Child(lease=lease, pid=popen.pid, popen=popen)
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: never return into the supervisor's loop
-            code = EXIT_SOFTWARE
-            try:
-                signal.set_wakeup_fd(-1)
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-                    signal.signal(sig, signal.SIG_DFL)
-                code = _run_forked_worker(self.settings, self.url, lease, self.agents)
-            finally:
-                for handler in logging.getLogger().handlers:
-                    handler.flush()
-                os._exit(code)
-        return Child(lease=lease, pid=pid)
+    def _start(self, lease: Lease) -> WorkerProcess:
+        """The process that takes ``lease``: an idle pool worker (one that is open first),
+        a new pool worker, or a process of its own (``fork``, ``exec``)."""
+        if self.spawn != "pool":
+            proc = start_one_run(self.spec, lease, self.spawn, self._inherited())
+            self.workers[proc.pid] = proc
+            return proc
+        for proc in sorted(self.workers.values(), key=lambda w: not w.ready):
+            if proc.idle and proc.assign(lease):
+                return proc
+        return self._start_pool_worker(lease)
+
+    def _start_pool_worker(self, first: Lease | None) -> WorkerProcess:
+        proc = start_pool_worker(self.spec, first, self._inherited())
+        self.workers[proc.pid] = proc
+        log.info("worker-started pid=%d", proc.pid)
+        return proc
+
+    def _room(self) -> bool:
+        """Whether a replacement pool worker may start: never more than ``max_workers``
+        processes (a claim that finds none idle starts its own), none once stopping."""
+        return not self.stopping and len(self.workers) < self.settings.max_workers
+
+    def _inherited(self) -> list[int]:
+        """The descriptors a forked worker must not keep: the other workers' pipes (their
+        hang-up must reach them), the wake-up pipe, the supervisor's connection."""
+        fds = [self._wake_r, self._wake_w]
+        if not self.conn.closed:
+            fds.append(self.conn.fileno())
+        return fds + [fd for w in self.workers.values() if (fd := w.fileno()) is not None]
 
     # -- the loop ------------------------------------------------------------------------
 
     def wait(self, timeout: float) -> None:
-        """Sleep until ``timeout`` passes, a signal arrives, or a child exits."""
+        """Sleep until ``timeout`` passes, a signal arrives, a worker says it is done with
+        a run, or one exits."""
         if self.stopping:
             return
-        ready, _, _ = select.select([self._wake_r], [], [], timeout)
-        if ready:
+        self._wait(timeout)
+
+    def _wait(self, timeout: float) -> None:
+        pipes = [fd for w in self.workers.values() if (fd := w.fileno()) is not None]
+        ready, _, _ = select.select([self._wake_r, *pipes], [], [], timeout)
+        if self._wake_r in ready:
             try:
                 while os.read(self._wake_r, 512):
                     pass
@@ -319,7 +340,7 @@ class Supervisor:
                 except DatabaseError as exc:  # keep supervising; leases settle the rest
                     log.warning("supervisor-db-error error=%r", str(exc))
                     self._reconnect()
-                if once and not self.children:
+                if once and not self.busy:
                     break
                 self.wait(s.poll)
         finally:
@@ -335,32 +356,32 @@ class Supervisor:
         self.journal = Journal(self.conn)
 
     def drain(self) -> None:
-        """Run until no run is claimable and no worker is left (tests and benchmarks)."""
+        """Run until no run is claimable and no worker holds one (tests and benchmarks);
+        idle pool workers stay until :meth:`shutdown`."""
         self._watch_children()
         while True:
             self.reap()
             started = self.sweep()
-            if not started and not self.children:
+            if not started and not self.busy:
                 return
             self.wait(self.settings.poll)
 
     def shutdown(self) -> None:
         """Stop workers and hand their runs back at once, so nothing waits on a lease."""
-        for child in self.children.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGTERM)
-        deadline = STOP_GRACE
-        while self.children and deadline > 0:
+        self.stopping = True  # no replacements, no new claims, from here on
+        for proc in self.workers.values():
+            proc.signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        while self.workers and time.monotonic() < deadline:
             self.reap()
-            if self.children:
-                self.wait(0.05)
-                deadline -= 0.05
-        for child in list(self.children.values()):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGKILL)
-        while self.children:
+            if self.workers:
+                self._wait(0.05)
+        for proc in list(self.workers.values()):
+            proc.signal(signal.SIGKILL)
+        while self.workers:
             self.reap()
-            self.wait(0.01)
+            if self.workers:
+                self._wait(0.01)
         log.info("supervisor-stopped")
         if threading.current_thread() is threading.main_thread():
             signal.set_wakeup_fd(-1)
@@ -408,8 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--spawn",
         choices=SPAWN_MODES,
-        default="fork",
-        help="fork (fast, default) or exec a fresh interpreter per worker",
+        default="pool",
+        help="pool: long-lived workers that take run after run (default); fork: a fresh "
+        "fork per run; exec: a fresh interpreter per run",
     )
     parser.add_argument(
         "--agent",
