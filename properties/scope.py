@@ -13,12 +13,18 @@ crash-free baseline and every crash point of that step:
   new worker which does the step, and then the old one wakes;
 - ``outpaced``: the worker waits there alive, a restart takes the run over, the old
   worker's heartbeat finds out, and it goes on;
-- ``db_crash``: the database crashes while the worker waits there.
+- ``woken``: the worker freezes there, is swept, and wakes into a remote's outage;
+- ``db_crash``: the database crashes while the worker waits there;
+
+and, once per step, three stories that place a fault themselves: ``bad_answers`` (the
+model answers garbage twice before the step, then the run is restarted), ``remote_fault``
+(one failed request before the step's call: the client's own retry), ``two_runs`` (two
+runs of the kind at the same step, one restarted).
 
 A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``), already as
-short as it can be; the grid is the same every run: 4 kinds x 4 steps x 7 points x 3
-stories, and the database crash at the three points where the journal differs, minus the
-points a step never reaches (about 330 schedules).
+short as it can be; the grid is the same every run: 464 schedules (4 kinds x 4 steps x 7
+points x 4 stories, the database crash at the three points where the journal differs,
+minus the points a step never reaches, and the step stories).
 """
 
 from __future__ import annotations
@@ -36,18 +42,23 @@ from agent_runtime.crash import CRASH_POINTS
 from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
-from .runner import ScheduleRunner
+from .runner import SETTINGS, ScheduleRunner
 
-STORIES: Final = ("crash", "overtaken", "outpaced", "db_crash")
+POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "db_crash")
+STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs")
+# the database crash last: it is the dearest (a server restart each)
+STORIES: Final = ("crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "db_crash")
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
 # A database crash sees only what is written: the journal is the same at before_decide as
 # at the previous after_confirm, at after_decide_before_journal as at before_decide, at
 # before_intent as at after_decide, at after_call as at after_intent. One of each suffices.
 WRITTEN_AT: Final = ("after_decide", "after_intent", "after_confirm")
+OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole call
 
 
 def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
-    """One disruption of run r0 (of ``kind``) at ``point`` of step ``seq``."""
+    """One disruption of run r0 (of ``kind``) at ``point`` of step ``seq`` (a step story
+    ignores ``point``: it places its fault itself)."""
     start = Event(op="start", run=0, agent=kind)
     if how == "crash":
         return (
@@ -72,19 +83,54 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
             Event(op="heartbeat", run=0),
             Event(op="resume", run=0),
         )
+    if how == "woken":  # frozen past its lease, swept, and woken into an outage
+        return (
+            start,
+            Event(op="stall", run=0, point=point, seq=seq),
+            Event(op="sweep"),
+            Event(op="cloud_fault", fault="fail_before", n=OUTAGE),
+            Event(op="resume", run=0),
+        )
     if how == "db_crash":
         return (start, Event(op="db_crash", run=0, point=point, seq=seq))
+    if how == "bad_answers":  # the model answers garbage twice; the run is then restarted
+        return (
+            start,
+            Event(op="pause", run=0, point="before_decide", seq=seq),
+            Event(op="model_fault", fault="malformed", n=2),
+            Event(op="step", run=0),
+            Event(op="restart", run=0),
+        )
+    if how == "remote_fault":  # one failed request: the client's own retry
+        return (
+            start,
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="cloud_fault", fault="fail_before", n=1),
+            Event(op="step", run=0),
+        )
+    if how == "two_runs":  # two runs of a kind at the same step, one restarted
+        return (
+            start,
+            Event(op="pause", run=0, point="after_confirm", seq=seq),
+            Event(op="start", run=1, agent=kind),
+            Event(op="pause", run=1, point="after_confirm", seq=seq),
+            Event(op="restart", run=0),
+        )
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
 
 
 def grid(
     runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES
 ) -> Iterator[tuple[Event, ...]]:
-    """Every story at every point of every step of every kind's crash-free run."""
+    """Every story at every point (or once) of every step of every kind's crash-free run."""
     for how in stories:
         for kind in KINDS:
             tools = runner.baseline(kind).tools
             for seq, tool in enumerate(tools):
+                if how in STEP_STORIES:
+                    if tool != "done" or how == "bad_answers":
+                        yield story(kind, how, "", seq)
+                    continue
                 points = DECIDE_POINTS if tool == "done" else CRASH_POINTS
                 if how == "db_crash":
                     points = tuple(p for p in points if p in WRITTEN_AT)

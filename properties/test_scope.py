@@ -5,8 +5,9 @@ from __future__ import annotations
 from agent_runtime.crash import CRASH_POINTS
 
 from .agents import KINDS
+from .events import Event
 from .runners import InProcessRunner
-from .scope import STORIES, WRITTEN_AT, grid
+from .scope import POINT_STORIES, STEP_STORIES, STORIES, WRITTEN_AT, grid
 
 
 def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
@@ -16,17 +17,31 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
     for events in grid(inprocess_runner):
         start, disruption = events[0], events[1]
         assert start.op == "start" and start.run == 0
-        how = disruption.op if disruption.op != "pause" else "outpaced"
-        how = {"stall": "overtaken"}.get(how, how)
         assert disruption.point is not None and disruption.seq is not None
-        seen.add((start.kind, how, disruption.point, disruption.seq))
+        seen.add((start.kind, _story_of(events), disruption.point, disruption.seq))
     for kind in KINDS:
         tools = inprocess_runner.baseline(kind).tools
         for seq, tool in enumerate(tools[:-1]):
             assert tool != "done"
-            for how in STORIES:
+            for how in POINT_STORIES:
                 points = WRITTEN_AT if how == "db_crash" else CRASH_POINTS
                 for point in points:
                     assert (kind, how, point, seq) in seen, (kind, how, point, seq, tool)
+            assert (kind, "remote_fault", "before_intent", seq) in seen
+            assert (kind, "two_runs", "after_confirm", seq) in seen
+        for seq in range(len(tools)):
+            assert (kind, "bad_answers", "before_decide", seq) in seen
         assert (kind, "crash", "before_decide", len(tools) - 1) in seen  # the final answer
         assert (kind, "crash", "after_intent", len(tools) - 1) not in seen  # never reached
+    assert set(STORIES) == set(POINT_STORIES) | set(STEP_STORIES)
+
+
+def _story_of(events: tuple[Event, ...]) -> str:
+    ops = [e.op for e in events]
+    if "model_fault" in ops:
+        return "bad_answers"
+    if ops.count("start") == 2:
+        return "two_runs"
+    if "cloud_fault" in ops:
+        return "woken" if "stall" in ops else "remote_fault"
+    return {"crash": "crash", "stall": "overtaken", "pause": "outpaced"}.get(ops[1], ops[1])
