@@ -13,6 +13,7 @@ with. None of them talks to PostgreSQL itself:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
@@ -27,6 +28,16 @@ POLL_INTERVAL = 0.002  # seconds between checks of a process, a port or a lock
 
 # Servers this process started: polled so that they do not linger as zombies after a stop.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@atexit.register
+def _reap_children() -> None:
+    """At exit, collect the status of every server of ours that stopped: a ``Popen`` left
+    unpolled warns "subprocess ... is still running" when it is collected, even for a server
+    that a ``pg_ctl stop`` or a crash already ended."""
+    for child in list(_CHILDREN.values()):
+        with contextlib.suppress(Exception):
+            child.poll()
 
 
 def adopt_child(proc: subprocess.Popen[bytes]) -> None:

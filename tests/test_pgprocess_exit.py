@@ -1,0 +1,25 @@
+"""A server this process started and that stopped leaves no warning behind at exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+CHILD = """
+import subprocess, sys, time
+from agent_runtime import pgprocess
+child = subprocess.Popen([sys.executable, "-c", "pass"])
+pgprocess.adopt_child(child)
+time.sleep(0.3)  # it has ended; nobody polled it
+"""
+
+
+def test_an_adopted_server_that_ended_is_reaped_at_exit_without_a_warning() -> None:
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", CHILD],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "is still running" not in done.stderr, done.stderr
