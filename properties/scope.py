@@ -119,9 +119,18 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
 
 
-def grid(
-    runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES
-) -> Iterator[tuple[Event, ...]]:
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One schedule of the grid, and where in the grid it stands."""
+
+    how: str
+    kind: str
+    point: str  # "" for a step story
+    seq: int
+    events: tuple[Event, ...]
+
+
+def grid(runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES) -> Iterator[Cell]:
     """Every story at every point (or once) of every step of every kind's crash-free run."""
     for how in stories:
         for kind in KINDS:
@@ -129,13 +138,16 @@ def grid(
             for seq, tool in enumerate(tools):
                 if how in STEP_STORIES:
                     if tool != "done" or how == "bad_answers":
-                        yield story(kind, how, "", seq)
+                        yield Cell(
+                            how=how, kind=kind, point="", seq=seq, events=story(kind, how, "", seq)
+                        )
                     continue
                 points = DECIDE_POINTS if tool == "done" else CRASH_POINTS
                 if how == "db_crash":
                     points = tuple(p for p in points if p in WRITTEN_AT)
                 for point in points:
-                    yield story(kind, how, point, seq)
+                    events = story(kind, how, point, seq)
+                    yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,7 +169,8 @@ def sweep(runner: ScheduleRunner, *, name: str, profile: str | None, failures_di
     """Replay the grid until a schedule fails; save and report that one."""
     began = time.monotonic()
     tried = 0
-    for events in grid(runner):
+    for cell in grid(runner):
+        events = cell.events
         tried += 1
         error = first_failure(runner, events)
         if error is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from agent_runtime.crash import CRASH_POINTS
 
 from .agents import KINDS
-from .events import Event
 from .runners import InProcessRunner
 from .scope import POINT_STORIES, STEP_STORIES, STORIES, WRITTEN_AT, grid
 
@@ -14,11 +13,14 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
     inprocess_runner: InProcessRunner,
 ) -> None:
     seen: set[tuple[str, str, str, int]] = set()
-    for events in grid(inprocess_runner):
-        start, disruption = events[0], events[1]
-        assert start.op == "start" and start.run == 0
-        assert disruption.point is not None and disruption.seq is not None
-        seen.add((start.kind, _story_of(events), disruption.point, disruption.seq))
+    for cell in grid(inprocess_runner):
+        start = cell.events[0]
+        assert start.op == "start" and start.run == 0 and start.kind == cell.kind
+        placed = [e for e in cell.events if e.seq == cell.seq and e.point is not None]
+        assert placed, cell  # the disruption (or the fault's pause) is at that step
+        point = cell.point or str(placed[0].point)
+        assert cell.point in ("", placed[0].point)
+        seen.add((cell.kind, cell.how, point, cell.seq))
     for kind in KINDS:
         tools = inprocess_runner.baseline(kind).tools
         for seq, tool in enumerate(tools[:-1]):
@@ -34,14 +36,3 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
         assert (kind, "crash", "before_decide", len(tools) - 1) in seen  # the final answer
         assert (kind, "crash", "after_intent", len(tools) - 1) not in seen  # never reached
     assert set(STORIES) == set(POINT_STORIES) | set(STEP_STORIES)
-
-
-def _story_of(events: tuple[Event, ...]) -> str:
-    ops = [e.op for e in events]
-    if "model_fault" in ops:
-        return "bad_answers"
-    if ops.count("start") == 2:
-        return "two_runs"
-    if "cloud_fault" in ops:
-        return "woken" if "stall" in ops else "remote_fault"
-    return {"crash": "crash", "stall": "overtaken", "pause": "outpaced"}.get(ops[1], ops[1])
