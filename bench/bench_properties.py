@@ -9,7 +9,9 @@ workers, mocks under uvicorn):
 
 - **examples/s**: the state machine under the ``ci`` profile (the same
   derandomized schedules for both runners; no shrinking, nothing fails), events
-  and crash-restarts per second along the way;
+  and crash-restarts per second along the way. The machine alone: the small scope's
+  grid, which ``explore`` replays first, is timed on its own (**grid**), so neither
+  figure divides one part's events by both parts' time;
 - **crash-restarts/s**: a schedule that does nothing but crash a run at each of
   the seven points in turn and restart it (a crash, then a worker rebuilt from
   the database that resumes the run), replayed ``--cycles`` times end to end
@@ -29,11 +31,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # properties/ is not installed
 
 from agent_runtime.crash import CRASH_POINTS
+from properties import scope
+from properties.driving import Stats
 from properties.events import Event
 from properties.machine import explore
 from properties.runner import ScheduleRunner
@@ -50,19 +55,42 @@ TARGET: Final = {"events_per_s": 500, "crash_restarts_per_s": 50}
 
 
 def machine_throughput(runner: ScheduleRunner, examples: int) -> dict[str, float]:
+    """The Hypothesis machine alone (``small_scope=False``): its events over its own time."""
     result = explore(
-        runner, profile="ci", name="bench", max_examples=examples, phases=_generate_only()
+        runner,
+        profile="ci",
+        name="bench",
+        max_examples=examples,
+        phases=_generate_only(),
+        small_scope=False,
     )
     if result.error is not None:
         raise SystemExit(f"the benchmark found a failure, fix that first: {result.error}")
-    seconds = result.elapsed
-    s = result.stats
+    return _rates(result.stats, result.elapsed, examples=result.stats.examples)
+
+
+def grid_throughput(runner: ScheduleRunner) -> dict[str, float]:
+    """The small scope's grid (:mod:`properties.scope`) replayed once, as ``explore`` does
+    before Hypothesis starts: short schedules, one disruption each, a settle per schedule."""
+    runner.warm()
+    runner.stats = Stats()
+    with TemporaryDirectory() as scratch:
+        began = time.monotonic()
+        swept = scope.sweep(runner, name="bench", profile="ci", failures_dir=Path(scratch))
+        seconds = time.monotonic() - began
+    if swept.finding is not None:
+        raise SystemExit(f"the benchmark found a failure, fix that first: {swept.finding.error}")
+    return _rates(runner.stats, seconds, examples=swept.tried)
+
+
+def _rates(s: Stats, seconds: float, *, examples: int) -> dict[str, float]:
     return {
-        "examples": s.examples,
+        "examples": examples,
         "seconds": round(seconds, 2),
-        "examples_per_s": round(s.examples / seconds, 1),
+        "examples_per_s": round(examples / seconds, 1),
         "events_per_s": round(s.events / seconds, 1),
         "crash_restarts_per_s": round(min(s.crashes, s.restarts) / seconds, 1),
+        "crashes_per_event": round(s.crashes / s.events, 3) if s.events else 0.0,
         "db_crashes": s.db_crashes,
         "zombies": s.zombies,
     }
@@ -112,6 +140,7 @@ def measure(
             runner.baseline()
             figures[name] = {
                 "machine": machine_throughput(runner, examples),
+                "grid": grid_throughput(runner),
                 "crash_restart": crash_restart_cycles(runner, cycles),
             }
         finally:
@@ -154,6 +183,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{m['crash_restarts_per_s']:>17} {c['crash_restarts_per_s']:>13}   "
             f"{old['events_per_s']}, {old['crash_restarts_per_s']}, {old['cycle']}"
         )
+    for name, f in figures.items():
+        g = f["grid"]
+        print(
+            f"{name}: the small scope's grid, {g['examples']} schedules in {g['seconds']} s: "
+            f"{g['events_per_s']} events/s, {g['crash_restarts_per_s']} crash-restarts/s, "
+            f"{g['db_crashes']} database crashes"
+        )
+    for name, f in figures.items():
+        m = f["machine"]
+        print(f"{name}: {m['crashes_per_event']} fired crashes per event of the machine")
     print(f"database crash and restart: {restart_ms:.0f} ms on average ({restarts} of them)")
     inprocess = figures.get("inprocess")
     if inprocess is not None:
