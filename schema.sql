@@ -64,8 +64,15 @@ CREATE INDEX IF NOT EXISTS runs_attention ON runs (updated_at) WHERE status = 'n
 
 -- One row per model answer, whole: the assistant message as the model gave it (tool call
 -- ids included) and its token usage, so a replay rebuilds the conversation that happened.
+--
+-- model_answers, decisions and tool_calls carry no foreign key (schema 6 dropped theirs):
+-- every row of theirs is written by a fenced statement that finds the run's row first
+-- (owned), and an intent follows its decision in the WAL, so no check is left for a key to
+-- make, while each key check cost a row lock -- a WAL record -- on every write of a step.
+-- Whoever deletes runs deletes their steps too (the runtime never does; the test suites'
+-- and benchmarks' resets do, in one statement).
 CREATE TABLE IF NOT EXISTS model_answers (
-    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    run_id text NOT NULL,
     llm_call integer NOT NULL,         -- runs.llm_calls counting this answer
     message jsonb NOT NULL,            -- the answer (Chat Completions: the assistant message)
     usage jsonb,                       -- token usage, when the model reports it
@@ -77,7 +84,7 @@ CREATE TABLE IF NOT EXISTS model_answers (
 -- One row per decided step (one tool call of an answer, or its final text), journaled
 -- with the answer it came from before anything is acted on.
 CREATE TABLE IF NOT EXISTS decisions (
-    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    run_id text NOT NULL,
     seq integer NOT NULL CHECK (seq >= 0),
     tool text NOT NULL,                -- a tool name, or 'done' for the final answer
     args jsonb NOT NULL,
@@ -92,7 +99,8 @@ ALTER TABLE decisions ADD COLUMN IF NOT EXISTS call_id text;  -- the model's id 
 CREATE TABLE IF NOT EXISTS tool_calls (
     run_id text NOT NULL,
     seq integer NOT NULL,
-    idem_key text NOT NULL UNIQUE,     -- '<run_id>:<seq>', sent as the Idempotency-Key header
+    idem_key text NOT NULL,            -- '<run_id>:<seq>', sent as the Idempotency-Key header
+                                       -- (unique as the primary key is: no index of its own)
     state text NOT NULL CHECK (state IN (
         'intent',     -- about to call; the outcome is unknown until confirmed -> confirmed
         'confirmed'   -- the remote's answer is recorded; terminal
@@ -103,9 +111,15 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     confirm_generation bigint,         -- the owner generation that confirmed it
     intent_at timestamptz NOT NULL DEFAULT cr_now(),
     confirmed_at timestamptz,
-    PRIMARY KEY (run_id, seq),
-    FOREIGN KEY (run_id, seq) REFERENCES decisions (run_id, seq) ON DELETE CASCADE
+    PRIMARY KEY (run_id, seq)
 );
+-- A database made before schema 6: its step tables' keys go, and so does the index on
+-- idem_key (the key is made of the primary key's columns; a second index only doubled
+-- every intent's index write).
+ALTER TABLE model_answers DROP CONSTRAINT IF EXISTS model_answers_run_id_fkey;
+ALTER TABLE decisions DROP CONSTRAINT IF EXISTS decisions_run_id_fkey;
+ALTER TABLE tool_calls DROP CONSTRAINT IF EXISTS tool_calls_run_id_seq_fkey;
+ALTER TABLE tool_calls DROP CONSTRAINT IF EXISTS tool_calls_idem_key_key;
 -- The tool's effect contract, journaled with the intent: a restart decides from it what to
 -- do with an intent that has no confirm (agent_runtime.tooldef).
 ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS effect text NOT NULL DEFAULT 'keyed'
@@ -209,4 +223,4 @@ CREATE INDEX IF NOT EXISTS call_resolutions_of_run ON call_resolutions (run_id);
 
 -- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
 -- half-applied schema is applied again.
-COMMENT ON TABLE runs IS 'crashresume schema 5';
+COMMENT ON TABLE runs IS 'crashresume schema 6';

@@ -244,7 +244,7 @@ def answers_whole(now: Snapshot) -> list[Violation]:
     """Each journaled model answer's tool calls are the decisions journaled with it: every
     call of the answer has its own decision, under the model's call id, in the answer's
     order, and no decision claims an answer it did not come from."""
-    found: list[Violation] = []
+    found = _steps_whole(now)
     for run, answers in now.answers_by_run.items():
         decisions = now.decisions.get(run, {})
         for llm_call, call_ids in sorted(answers.items()):
@@ -259,6 +259,30 @@ def answers_whole(now: Snapshot) -> list[Violation]:
                         f"{made}: an answer is acted on whole, each call once",
                     )
                 )
+    return found
+
+
+def _steps_whole(now: Snapshot) -> list[Violation]:
+    """What the step tables' foreign keys once held (schema 6 dropped them, each cost a row
+    lock per write): no call without its decision, no decision without its answer."""
+    found: list[Violation] = []
+    for run in now.runs:
+        decisions, answers = now.decisions.get(run, {}), now.answers_by_run.get(run, {})
+        orphans = sorted(seq for seq in now.calls.get(run, {}) if seq not in decisions)
+        unanswered = sorted({d.llm_call for d in decisions.values()} - answers.keys())
+        if orphans:
+            found.append(
+                Violation("divergence", run, orphans[0], f"calls {orphans} have no decision")
+            )
+        if unanswered:
+            found.append(
+                Violation(
+                    "divergence",
+                    run,
+                    None,
+                    f"decisions of model answers {unanswered} have no answer journaled",
+                )
+            )
     return found
 
 

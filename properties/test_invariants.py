@@ -50,6 +50,7 @@ def _snapshot(
         effects=effects if effects is not None else [_record()],
         model_calls={"r0": model_calls},
         answers=answers if answers is not None else [_answer()],
+        answers_by_run={"r0": {d.llm_call: [] for d in decisions}},  # the seed's answers
     )
 
 
@@ -337,6 +338,15 @@ def test_an_answer_with_two_calls_must_journal_both_under_their_ids() -> None:
     two = dataclasses.replace(base, answers_by_run={"r0": {1: ["call_a", "call_b"]}})
     (found,) = [v for v in no_divergence(two, _asks("journaled")) if "acted on whole" in str(v)]
     assert "model answer 1 called ['call_a', 'call_b'], the journal decided [None]" in str(found)
+
+
+def test_a_call_without_its_decision_or_a_decision_without_its_answer_is_divergence() -> None:
+    orphan = dataclasses.replace(_call(key="r0:1"), seq=1)
+    found = no_divergence(_snapshot(calls=[_call(), orphan]), _asks("journaled"))
+    assert any("step 1: calls [1] have no decision" in str(v) for v in found)
+    unanswered = dataclasses.replace(_snapshot(), answers_by_run={"r0": {}})
+    found = no_divergence(unanswered, _asks("journaled"))
+    assert any("decisions of model answers [1] have no answer journaled" in str(v) for v in found)
 
 
 def test_progress_is_drawn_on_a_terminal_only() -> None:

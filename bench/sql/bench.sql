@@ -38,7 +38,10 @@ SELECT w.wal_records, w.wal_fpi, w.wal_bytes::bigint AS wal_bytes, w.wal_write, 
 FROM pg_stat_wal w;
 
 -- name: empty_journal
--- Every run and, by cascade, its decisions, answers, calls and claims.
+-- Every run: its claims by cascade, its decisions, answers and calls by hand (their tables
+-- have no foreign key).
+WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),
+     answered AS (DELETE FROM model_answers)
 DELETE FROM runs;
 
 -- name: reset_clock

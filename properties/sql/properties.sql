@@ -2,6 +2,10 @@
 -- They only read the runtime's tables, except reset_journal, which empties them.
 
 -- name: reset_journal
+-- Every run; its claims, retries and resolutions by cascade, its steps by hand (their
+-- tables have no foreign key: schema.sql says why).
+WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),
+     answered AS (DELETE FROM model_answers)
 DELETE FROM runs;
 
 -- name: reset_session
