@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", type=Path, help="write a JSON summary here")
     parser.add_argument("--round-examples", type=int, default=ROUND_EXAMPLES)
     parser.add_argument("--variant", help="hunt in a deliberately broken runtime instead")
+    parser.add_argument(
+        "--no-small-scope",
+        action="store_true",
+        help="skip the small scope's grid (it is the same for every shard: one shard suffices)",
+    )
     return parser
 
 
@@ -85,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name=f"nightly-{shard}-{seed}",
                 failures_dir=args.failures,
                 progress=progress,
-                small_scope=not rounds,  # the grid is the same every round: once suffices
+                small_scope=not rounds and not args.no_small_scope,  # the same every round
                 max_examples=min(args.round_examples, args.schedules - totals["examples"]),
             )
             for key in totals:
@@ -95,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "seed": seed,
                     **{key: getattr(result.stats, key) for key in COUNTS},
                     "seconds": round(result.elapsed, 1),
+                    "small_scope": result.scope_tried,  # grid schedules replayed first
                     "crashes_per_point": result.stats.fired,
                     "faults": result.stats.faults,
                     "found": result.error is not None,

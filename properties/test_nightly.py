@@ -34,11 +34,14 @@ def _nightly(
 def test_a_nightly_round_logs_its_seed_and_reports_nothing_found(
     suite_database: SuiteDatabase, tmp_path: Path
 ) -> None:
-    result = _nightly(suite_database, tmp_path, "--schedules", "12", "--round-examples", "5")
+    result = _nightly(  # the grid: test_schedules runs it, and the next test here
+        suite_database, tmp_path, "--schedules", "12", "--round-examples", "5", "--no-small-scope"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "round 1 shard 1/1 seed 4242" in result.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["rounds"][0]["seed"] == 4242
+    assert [r["small_scope"] for r in report["rounds"]] == [0] * len(report["rounds"])
     examples = [r["examples"] for r in report["rounds"]]
     assert len(examples) >= 2 and min(examples) >= 2  # rounds of at most 5 asked for, then more
     assert report["totals"]["examples"] == sum(examples) >= 12
@@ -58,6 +61,7 @@ def test_a_nightly_finding_is_saved_with_its_replay_command(
     report = json.loads((tmp_path / "report.json").read_text())
     finding = report["findings"][0]  # the first round (seed 4242) finds it; later rounds may too
     assert finding["seed"] == 4242
+    assert report["rounds"][0]["small_scope"] > 0  # the grid ran first, and found it
     assert "[" in finding["failure"]  # a violation, named by its kind
     assert Path(finding["file"]).exists()
     assert f"replay: python -m properties.replay {finding['file']} --mode process" in result.stdout
