@@ -28,6 +28,7 @@ from agent_runtime.errors import (
     ConfigError,
     ModelError,
     ModelUnavailable,
+    RemoteUnavailable,
     WrongEndpoint,
 )
 from agent_runtime.journal import Journal
@@ -169,6 +170,53 @@ def test_a_404_or_405_from_the_cloud_is_a_wrong_endpoint_and_never_retried(statu
 
     assert len(transport.seen) == 1 and sleeps == []
     assert not info.value.permanent
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (
+            {"content": b"not gzip at all", "headers": {"content-encoding": "gzip"}},
+            "cannot be decoded as its Content-Encoding says",
+        ),
+        ({"content": b"<html>oops"}, "is not JSON"),
+        ({"json": {"status": "made", "id": "i-1"}}, "is malformed"),
+    ],
+    ids=["lying encoding", "not JSON", "unknown status"],
+)
+def test_an_answer_the_cloud_client_cannot_read_is_unavailable_and_keeps_the_intent(
+    reply: dict[str, Any], said: str
+) -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)  # made now, as a server's bytes are read: a lying encoding fails
+        return httpx.Response(201, **reply)
+
+    transport = httpx.MockTransport(answer)
+    client = CloudClient("http://cloud", timeout=5.0, retries=3, backoff=0.2, transport=transport)
+
+    with pytest.raises(RemoteUnavailable, match=said) as info:
+        client.call("/v1/servers", SERVER, key="r:0", generation=1)
+
+    assert "key=r:0" in str(info.value) and len(seen) == 1  # it answered: no re-send now
+    assert info.value.exit_code == EXIT_RETRY_LATER  # a clean exit, re-sent on restart
+
+
+@pytest.mark.parametrize("status", [408, 429])
+def test_a_408_or_429_from_the_cloud_is_sent_again_under_the_same_key(status: int) -> None:
+    sleeps: list[float] = []
+    created = httpx.Response(201, json={"status": "created", "id": "i-1"})
+    transport = Script(httpx.Response(status, json={"error": "slow_down"}), created)
+    client = CloudClient(
+        "http://cloud", timeout=5.0, retries=3, backoff=0.2, transport=transport,
+        sleep=sleeps.append,
+    )  # fmt: skip
+
+    answer = client.call("/v1/servers", SERVER, key="r:0", generation=1)
+
+    assert answer.remote_status == "created" and len(sleeps) == 1
+    assert [r.headers["Idempotency-Key"] for r in transport.seen] == ["r:0", "r:0"]
 
 
 def test_the_cloud_clients_waits_carry_jitter() -> None:

@@ -2,8 +2,8 @@
 share, and the cloud's own (the provisioning agent's tools call it).
 
 Each takes an ``httpx.BaseTransport`` so tests can serve it in-process, and retries what
-is transient (a connect error, a 5xx, a timeout) after exponential waits with jitter
-(:mod:`agent_runtime.backoff`; ``sleep`` and ``rand`` are injectable). A 404 or a 405 is
+is transient (a connect error, a 5xx, a 408 or 429, a timeout) after exponential waits
+with jitter (:mod:`agent_runtime.backoff`; ``sleep`` and ``rand`` are injectable). A 404 or a 405 is
 never retried: the URL names the wrong service (:class:`WrongEndpoint`).
 """
 
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 from urllib.parse import quote
 
 import httpx
@@ -42,6 +42,11 @@ WIRE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 class CallResult:
     result: dict[str, Any]
     remote_status: str  # 'created' | 'already_done'
+
+
+# Refusals that say "not now" rather than "never": a request timeout and too many
+# requests. Sent again under the same key, like a 5xx (the remote did not act on them).
+TRANSIENT: Final = (408, 429)
 
 
 def wire_key(key: str) -> str:
@@ -124,13 +129,13 @@ class HttpClient:
 
 
 class CloudClient(HttpClient):
-    """Sends tool calls; a 5xx or a timeout is sent again under the same key."""
+    """Sends tool calls; a 5xx, a 408 or 429, or a timeout is sent again under the same key."""
 
     default_retries = TOOL_RETRIES
 
     def call(self, path: str, args: dict[str, Any], *, key: str, generation: int) -> CallResult:
-        """POST one tool call to ``path``; re-send under the same key after a 5xx or a
-        timeout."""
+        """POST one tool call to ``path``; re-send under the same key after a 5xx, a 408 or
+        429 (the official clients retry both: "not now"), or a timeout."""
         headers = {KEY_HEADER: wire_key(key), GENERATION_HEADER: str(generation)}
         problem = ""
         for attempt in range(self._retries + 1):
@@ -142,10 +147,16 @@ class CloudClient(HttpClient):
             except httpx.TransportError as exc:  # includes timeouts: the remote may have acted
                 problem = f"{type(exc).__name__}: {exc}"
                 continue
+            except httpx.DecodingError as exc:  # it answered, and may have acted: as not JSON
+                raise RemoteUnavailable(
+                    f"the cloud's answer to key={key} cannot be decoded as its "
+                    f"Content-Encoding says ({exc}); the intent stays on record and is "
+                    "re-sent on restart"
+                ) from exc
             if response.status_code in (200, 201):
                 return self._parse(response, key)
             error, detail = error_of(response)
-            if response.status_code >= 500:
+            if response.status_code >= 500 or response.status_code in TRANSIENT:
                 problem = f"HTTP {response.status_code} {error}"
                 continue
             if error == "stale_generation":

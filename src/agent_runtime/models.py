@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 import httpx
 
-from .clients import WRONG_ENDPOINT, HttpClient, error_of
+from .clients import TRANSIENT, WRONG_ENDPOINT, HttpClient, error_of
 from .config import MODEL_RETRIES
 from .conversation import DONE, Question, Steps, Transcript, encoded, opening
 from .errors import ConfigError, MalformedAnswer, ModelError, ModelUnavailable
@@ -42,8 +42,6 @@ from .tooldef import Tool
 log = logging.getLogger(__name__)
 
 AUTH_REFUSED = (401, 403)
-# Refusals that say "later", not "no": asked again like a 5xx (the official clients do too).
-TRANSIENT = (408, 429)
 JSON_BODY = {"Content-Type": "application/json"}
 
 
