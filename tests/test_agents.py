@@ -30,6 +30,7 @@ def file_ticket(call: Call, summary: str) -> dict[str, str]:
 
 support = Agent(name="support", tools=[lookup, file_ticket], model="mock-support")
 NOT_AN_AGENT = {"name": "support"}
+NOTHING = None  # an attribute that is there, and is not an agent
 
 
 @pytest.mark.parametrize("name", ["a", "support-2", "team.support_v1", "x" * 64])
@@ -127,12 +128,35 @@ def test_a_module_whose_own_import_fails_is_refused_naming_what_it_lacks(
         load_agent("needs_more:agent")
 
 
+def test_a_missing_attribute_is_refused_naming_the_agents_the_module_has() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_agent("tests.test_agents:suport")
+    assert str(refused.value) == (
+        "module 'tests.test_agents' has no 'suport' for agent 'tests.test_agents:suport' "
+        "(its agents: provisioning, support)"  # what it defines and what it imports
+    )
+
+
+def test_a_module_whose_code_fails_at_import_is_refused_saying_how(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_at_import.py").write_text("1 / 0\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    with pytest.raises(ConfigError) as refused:
+        load_agent("broken_at_import:agent")
+    assert str(refused.value) == (
+        "importing 'broken_at_import' for agent 'broken_at_import:agent' failed: "
+        "ZeroDivisionError: division by zero"
+    )
+
+
 @pytest.mark.parametrize(
     ("address", "found"),
     [
         ("tests.test_agents:NOT_AN_AGENT", "dict"),
         ("tests.test_agents:lookup", "Tool"),
-        ("tests.test_agents:missing", "NoneType"),
+        ("tests.test_agents:NOTHING", "NoneType"),
     ],
 )
 def test_an_attribute_that_is_not_an_agent_is_refused_saying_what_it_is(

@@ -111,7 +111,17 @@ def load_agent(address: str) -> Agent:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import {module_name!r} for agent {address!r}: {exc}") from exc
-    agent = getattr(module, attribute, None)
+    except Exception as exc:  # the module's own code failed: say how, without a traceback
+        raise ConfigError(
+            f"importing {module_name!r} for agent {address!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not hasattr(module, attribute):
+        there = sorted(name for name, value in vars(module).items() if isinstance(value, Agent))
+        raise ConfigError(
+            f"module {module_name!r} has no {attribute!r} for agent {address!r} "
+            f"({'its agents: ' + ', '.join(there) if there else 'it defines no Agent'})"
+        )
+    agent = getattr(module, attribute)
     if not isinstance(agent, Agent):
         raise ConfigError(
             f"{address!r} is not an agent_runtime.Agent (found {type(agent).__name__})"
