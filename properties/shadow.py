@@ -67,7 +67,8 @@ class Shadow:
         since the last check took back before the shadow ever saw them: journaled in the
         very event that crashed the database. Allowed like a seen one that may vanish
         (:func:`decision_may_vanish`): nothing durable of them was seen either, and an
-        intent written after one cannot outlive it (its foreign key), so a call that went
+        intent written after one cannot outlive it (its durable commit flushes the WAL that
+        holds the decision; the suite checks no call is without one), so a call that went
         out without a durable intent still shows in the remote's view."""
         if not self.crashed:
             return []
