@@ -21,3 +21,41 @@ def test_an_older_schema_is_upgraded_in_place_and_keeps_its_runs(conn: Any) -> N
 
 def test_the_schema_says_the_version_the_code_expects() -> None:
     assert f"COMMENT ON TABLE runs IS '{db.SCHEMA_VERSION}';" in db.schema_text()
+
+
+STEP_KEYS = """
+SELECT conrelid::regclass::text AS tab, conname FROM pg_constraint
+WHERE conrelid IN ('model_answers'::regclass, 'decisions'::regclass, 'tool_calls'::regclass)
+  AND contype IN ('f', 'u')
+ORDER BY 1, 2
+"""
+
+
+def test_a_schema_5_database_loses_its_step_keys_and_keeps_its_steps(conn: Any) -> None:
+    journal = Journal(conn)
+    journal.create_run("from-5")
+    lease = journal.claim("from-5", "w", 12.0)
+    assert lease is not None
+    journal.record_decision(lease, 0, "create_server", {"name": "a"})
+    journal.record_intent(lease, 0)
+    # what schema 5 had: a key from each step table to its parent, and idem_key unique
+    for statement in (
+        "ALTER TABLE model_answers ADD CONSTRAINT model_answers_run_id_fkey"
+        " FOREIGN KEY (run_id) REFERENCES runs (id) ON DELETE CASCADE",
+        "ALTER TABLE decisions ADD CONSTRAINT decisions_run_id_fkey"
+        " FOREIGN KEY (run_id) REFERENCES runs (id) ON DELETE CASCADE",
+        "ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_run_id_seq_fkey"
+        " FOREIGN KEY (run_id, seq) REFERENCES decisions (run_id, seq) ON DELETE CASCADE",
+        "ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_idem_key_key UNIQUE (idem_key)",
+        "COMMENT ON TABLE runs IS 'crashresume schema 5'",
+    ):
+        conn.execute(statement, prepare=False)
+    assert len(conn.execute(STEP_KEYS).fetchall()) == 4
+    assert not db.has_schema(conn)
+
+    db.ensure_schema(conn)
+
+    assert db.has_schema(conn)
+    assert conn.execute(STEP_KEYS).fetchall() == []
+    history = journal.history("from-5")
+    assert history.decisions[0].tool == "create_server" and history.calls[0].state == "intent"
