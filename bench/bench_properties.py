@@ -177,22 +177,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'runner':16} {'examples/s':>10} {'events/s':>9} {'crash-restarts/s':>17}"
           f" {'(cycle loop)':>13}   before: events/s, crash-restarts/s, cycle")  # fmt: skip
     for name, f in figures.items():
-        m, c, old = f["machine"], f["crash_restart"], PREVIOUS[name]
+        m, c, g, old = f["machine"], f["crash_restart"], f["grid"], PREVIOUS[name]
         print(
             f"{name:16} {m['examples_per_s']:>10} {m['events_per_s']:>9} "
             f"{m['crash_restarts_per_s']:>17} {c['crash_restarts_per_s']:>13}   "
-            f"{old['events_per_s']}, {old['crash_restarts_per_s']}, {old['cycle']}"
+            f"{old['events_per_s']}, {old['crash_restarts_per_s']}, {old['cycle']}\n"
+            f"  {m['crashes_per_event']} fired crashes per event of the machine; the small "
+            f"scope's grid: {g['examples']} schedules in {g['seconds']} s, {g['events_per_s']} "
+            f"events/s, {g['crash_restarts_per_s']} crash-restarts/s, {g['db_crashes']} "
+            "database crashes"
         )
-    for name, f in figures.items():
-        g = f["grid"]
-        print(
-            f"{name}: the small scope's grid, {g['examples']} schedules in {g['seconds']} s: "
-            f"{g['events_per_s']} events/s, {g['crash_restarts_per_s']} crash-restarts/s, "
-            f"{g['db_crashes']} database crashes"
-        )
-    for name, f in figures.items():
-        m = f["machine"]
-        print(f"{name}: {m['crashes_per_event']} fired crashes per event of the machine")
     print(f"database crash and restart: {restart_ms:.0f} ms on average ({restarts} of them)")
     inprocess = figures.get("inprocess")
     if inprocess is not None:
