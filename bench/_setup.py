@@ -85,7 +85,7 @@ def other_database(url: str, dbname: str = "postgres") -> str:
 def fresh_journal(url: str) -> None:
     with db.connection(url) as conn:
         db.ensure_schema(conn)
-        conn.execute(QUERIES["empty_journal"])
+        db.run(conn, "delete_all_runs")
         conn.execute(QUERIES["reset_clock"])
 
 

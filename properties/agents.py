@@ -119,21 +119,20 @@ def suite_agents(support_url: str) -> Mapping[str, Agent]:
             instructions=seed.INSTRUCTIONS,
             model="mock-provisioner-parallel",
         ),
-        "support": Agent(
-            name="support",
-            tools=functools.partial(desk_tools, url=support_url, email="checked"),
-            instructions="You answer customers about their orders.",
-            input=SUPPORT_INPUT,
-            model="mock-support",
-        ),
-        "once": Agent(
-            name="support-once",
-            tools=functools.partial(desk_tools, url=support_url, email="once"),
-            instructions="You answer customers about their orders.",
-            input=SUPPORT_INPUT,
-            model="mock-support",
-        ),
+        "support": _desk_agent("support", support_url, email="checked"),
+        "once": _desk_agent("support-once", support_url, email="once"),
     }
+
+
+def _desk_agent(name: str, support_url: str, *, email: Literal["checked", "once"]) -> Agent:
+    """The support agent whose email tool has the contract ``email``."""
+    return Agent(
+        name=name,
+        tools=functools.partial(desk_tools, url=support_url, email=email),
+        instructions="You answer customers about their orders.",
+        input=SUPPORT_INPUT,
+        model="mock-support",
+    )
 
 
 # What each effectful tool leaves at its remote: the kind of record the suite reads back.

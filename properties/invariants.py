@@ -110,6 +110,7 @@ def no_divergence(now: Snapshot, asks: list[Ask]) -> list[Violation]:
                     f"{answered} model answers",
                 )
             )
+    found += _steps_whole(now)
     found += answers_whole(now)
     found += ask_accounting(now, asks)
     return found
@@ -244,7 +245,7 @@ def answers_whole(now: Snapshot) -> list[Violation]:
     """Each journaled model answer's tool calls are the decisions journaled with it: every
     call of the answer has its own decision, under the model's call id, in the answer's
     order, and no decision claims an answer it did not come from."""
-    found = _steps_whole(now)
+    found: list[Violation] = []
     for run, answers in now.answers_by_run.items():
         decisions = now.decisions.get(run, {})
         for llm_call, call_ids in sorted(answers.items()):

@@ -125,10 +125,10 @@ class ScheduleRunner(Disruptions):
         self.cleanup()
         self.last = None
         try:
-            sqlfile.rows(self.conn, "reset_journal")
+            db.run(self.conn, "delete_all_runs")
         except DatabaseError:  # another runner (or a replay command) crashed the server
             self._reconnect()
-            sqlfile.rows(self.conn, "reset_journal")
+            db.run(self.conn, "delete_all_runs")
         if self.stats.examples % VACUUM_EVERY == 0:
             sqlfile.rows(self.conn, "vacuum_journal")
         clock.freeze(self.conn, EPOCH)

@@ -140,10 +140,10 @@ def grid(runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES) -> Itera
     durability of a write) shows wherever the story that exercises it can fire, so the
     first step of one run tries every story within about a second, and only a bug of one
     place (one point, one step, one kind) waits for the deep pass."""
-    cells = list(_cells(runner, stories))
-    first = [c for c in cells if c.kind == KINDS[0] and c.seq == 0]
-    yield from first
-    yield from (c for c in cells if not (c.kind == KINDS[0] and c.seq == 0))
+    shallow_first = sorted(  # stable: each pass keeps the story by story order
+        _cells(runner, stories), key=lambda c: not (c.kind == KINDS[0] and c.seq == 0)
+    )
+    yield from shallow_first
 
 
 def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:

@@ -19,10 +19,7 @@ AGENT_TIMEOUT = 60  # seconds one agent process may take before the test fails
 
 def reset_journal(conn: db.Connection) -> None:
     """DELETE, not a new database: a few hundred microseconds per test."""
-    conn.execute(
-        "WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),"
-        " answered AS (DELETE FROM model_answers) DELETE FROM runs"
-    )
+    db.run(conn, "delete_all_runs")
     conn.execute("UPDATE cr_clock SET skew = interval '0', frozen_at = NULL")
 
 

@@ -37,12 +37,5 @@ SELECT w.wal_records, w.wal_fpi, w.wal_bytes::bigint AS wal_bytes, w.wal_write, 
         WHERE datname = %(dbname)s) AS xacts
 FROM pg_stat_wal w;
 
--- name: empty_journal
--- Every run: its claims by cascade, its decisions, answers and calls by hand (their tables
--- have no foreign key).
-WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),
-     answered AS (DELETE FROM model_answers)
-DELETE FROM runs;
-
 -- name: reset_clock
 UPDATE cr_clock SET skew = interval '0', frozen_at = NULL;

@@ -1,12 +1,5 @@
 -- Queries of the property suite (properties/observe.py, properties/runner.py), by name.
--- They only read the runtime's tables, except reset_journal, which empties them.
-
--- name: reset_journal
--- Every run; its claims, retries and resolutions by cascade, its steps by hand (their
--- tables have no foreign key: schema.sql says why).
-WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),
-     answered AS (DELETE FROM model_answers)
-DELETE FROM runs;
+-- They only read the runtime's tables (the runtime's delete_all_runs empties them).
 
 -- name: reset_session
 -- A spare in-process connection, before the next worker gets it: no setting a worker

@@ -292,3 +292,11 @@ SELECT d.run_id, d.tool, d.args
 FROM decisions d JOIN tool_calls t USING (run_id, seq)
 WHERE starts_with(d.run_id, %(prefix)s) AND t.state = 'confirmed'
 ORDER BY d.run_id, d.seq;
+
+-- name: delete_all_runs
+-- Every run and all of it: its claims, retries and resolutions by cascade, its steps by
+-- hand (the step tables have no foreign key: schema.sql says why). The runtime never runs
+-- it; the test suites' and benchmarks' resets do, so a table added later is emptied here.
+WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),
+     answered AS (DELETE FROM model_answers)
+DELETE FROM runs;

@@ -69,8 +69,8 @@ CREATE INDEX IF NOT EXISTS runs_attention ON runs (updated_at) WHERE status = 'n
 -- every row of theirs is written by a fenced statement that finds the run's row first
 -- (owned), and an intent follows its decision in the WAL, so no check is left for a key to
 -- make, while each key check cost a row lock -- a WAL record -- on every write of a step.
--- Whoever deletes runs deletes their steps too (the runtime never does; the test suites'
--- and benchmarks' resets do, in one statement).
+-- Whoever deletes runs deletes their steps too: delete_all_runs (queries.sql) does, for
+-- the test suites' and benchmarks' resets; the runtime never deletes a run.
 CREATE TABLE IF NOT EXISTS model_answers (
     run_id text NOT NULL,
     llm_call integer NOT NULL,         -- runs.llm_calls counting this answer
