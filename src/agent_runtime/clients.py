@@ -3,8 +3,8 @@ share, and the cloud's own (the provisioning agent's tools call it).
 
 Each takes an ``httpx.BaseTransport`` so tests can serve it in-process, and retries what
 is transient (a connect error, a 5xx, a 408 or 429, a timeout) after exponential waits
-with jitter (:mod:`agent_runtime.backoff`; ``sleep`` and ``rand`` are injectable). A 404 or a 405 is
-never retried: the URL names the wrong service (:class:`WrongEndpoint`).
+with jitter (:mod:`agent_runtime.backoff`; ``sleep`` and ``rand`` are injectable). A 404
+or a 405 is never retried: the URL names the wrong service (:class:`WrongEndpoint`).
 """
 
 from __future__ import annotations
