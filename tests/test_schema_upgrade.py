@@ -59,3 +59,13 @@ def test_a_schema_5_database_loses_its_step_keys_and_keeps_its_steps(conn: Any) 
     assert conn.execute(STEP_KEYS).fetchall() == []
     history = journal.history("from-5")
     assert history.decisions[0].tool == "create_server" and history.calls[0].state == "intent"
+
+
+def test_a_schema_6_database_gains_the_claim_order_index(conn: Any) -> None:
+    conn.execute("DROP INDEX runs_claim_order")
+    conn.execute("COMMENT ON TABLE runs IS 'crashresume schema 6'")
+    assert not db.has_schema(conn)
+    db.ensure_schema(conn)
+    assert db.has_schema(conn)
+    found = conn.execute("SELECT to_regclass('runs_claim_order') IS NOT NULL AS there").fetchone()
+    assert found == {"there": True}
