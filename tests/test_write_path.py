@@ -18,12 +18,14 @@ from psycopg.conninfo import make_conninfo
 
 from agent_runtime import clock, db
 from agent_runtime.config import Settings
+from agent_runtime.errors import EXIT_DONE
 from agent_runtime.journal import Journal
 from agent_runtime.provisioning import agent as provisioning
 from agent_runtime.queries import query
-from agent_runtime.records import Lease
+from agent_runtime.records import Lease, RunTask
 from agent_runtime.tooldef import Tool
 from agent_runtime.worker import Worker
+from agent_runtime.workerpool import run_leased
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 STEPS = 3  # the provisioning agent's tool steps
@@ -323,3 +325,68 @@ def test_the_runs_list_shows_a_step_as_activity_though_the_run_row_stays(
     params = {"statuses": None, "in_doubt": False, "limit": None}
     (listed,) = db.run(conn, "operator_list_runs", params)
     assert listed["updated_at"] == later.confirmed_at
+
+
+CLAIM_PARAMS = {"owner": "sup", "lease": 30.0, "limit": 2, "max_attempts": 10, "agents": None}
+
+
+def test_the_sweep_claims_from_a_backlog_in_index_order_without_sorting_it(
+    conn: db.Connection,
+) -> None:
+    """A supervisor with thousands of runs waiting claims a few at every sweep: the plan
+    walks ``runs_claim_order`` and stops at the limit instead of sorting the backlog (and
+    finished runs are not in that index at all); the search for runs that used up their
+    attempts reads ``runs_attempts``, not every waiting run."""
+    conn.execute(
+        "INSERT INTO runs (id, status) SELECT 'done-' || g, 'done' FROM generate_series(1, 3000) g"
+    )
+    conn.execute("INSERT INTO runs (id) SELECT 'wait-' || g FROM generate_series(1, 3000) g")
+    conn.execute("ANALYZE runs")
+    explain = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + query("claim_expired")
+    conn.execute("BEGIN")
+    try:
+        row = conn.execute(explain, CLAIM_PARAMS).fetchone()
+    finally:
+        conn.execute("ROLLBACK")
+    assert row is not None
+    nodes = list(_plan_nodes(row["QUERY PLAN"][0]["Plan"]))
+    assert "Sort" not in {n["Node Type"] for n in nodes}
+    assert "runs_claim_order" in {n.get("Index Name") for n in nodes}
+    give_up = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + query("give_up_exhausted")
+    row = conn.execute(give_up, {"max_attempts": 10, "give_up_after": 300.0}).fetchone()
+    assert row is not None
+    scans = list(_plan_nodes(row["QUERY PLAN"][0]["Plan"]))
+    on_runs = [n for n in scans if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
+    assert "Seq Scan" not in {n["Node Type"] for n in on_runs}
+    assert "runs_attempts" in {n.get("Index Name") for n in scans}
+
+    claimed = db.run(conn, "claim_expired", CLAIM_PARAMS)
+    oldest = conn.execute(
+        "SELECT id FROM runs WHERE id LIKE 'wait-%' ORDER BY created_at, id LIMIT 2"
+    ).fetchall()
+    assert sorted(r["id"] for r in claimed) == sorted(r["id"] for r in oldest)
+
+
+def test_a_run_handed_over_with_its_claim_is_not_read_again(
+    conn: db.Connection, tmp_path: Path
+) -> None:
+    """The supervisor's claim reads the run's agent and input; a pool worker given them
+    adopts the lease and reads the history, but never the run row itself."""
+    journal = Journal(conn)
+    journal.create_run("handed", "provisioning", "three boxes, please")
+    (row,) = db.run(conn, "claim_expired", {**CLAIM_PARAMS, "limit": 1})
+    assert (row["agent"], row["input"]) == ("provisioning", "three boxes, please")
+    lease = Lease(run_id=row["id"], owner=row["owner"], generation=row["generation"])
+    with Cloud(tmp_path / "cloud.sqlite3") as cloud:
+        worker = _worker(conn, Model(), cloud)
+        Counting.sent.clear()
+        conn.cursor_factory = Counting
+        try:
+            code, fit = run_leased(worker, lease, RunTask(agent=row["agent"], input=row["input"]))
+        finally:
+            conn.cursor_factory = psycopg.Cursor
+            worker.close_clients()
+    assert (code, fit) == (EXIT_DONE, True)
+    assert query("get_run").as_string(conn) not in Counting.sent
+    assert query("adopt_lease").as_string(conn) in Counting.sent
+    assert journal.require_run("handed").status == "done"

@@ -102,6 +102,16 @@ class ModelAnswer:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunTask:
+    """What a run is for: its agent and its input (None: the agent's own). Both are set
+    when the run is created and never change, so the claim that read them may hand them
+    to the worker that takes the lease, which then need not read the run again."""
+
+    agent: str
+    input: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Lease:
     """What a worker holds: every journal write names it and fails once it is stale."""
 

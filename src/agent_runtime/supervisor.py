@@ -50,10 +50,11 @@ from .errors import (
 )
 from .journal import Journal
 from .lease import owner_token
-from .records import Lease
+from .records import Lease, RunTask
 from .runid import check_run_id
 from .workerpool import (
     SPAWN_MODES,
+    Handed,
     Transports,
     WorkerProcess,
     WorkerSpec,
@@ -240,7 +241,7 @@ class Supervisor:
             lease = Lease(run_id=row["id"], owner=row["owner"], generation=row["generation"])
             if not self._startable(lease):
                 continue
-            proc = self._start(lease)
+            proc = self._start(lease, RunTask(agent=row["agent"], input=row["input"]))
             log.info("resuming run=%s pid=%d", lease.run_id, proc.pid)
             started.append(proc)
         return started
@@ -268,19 +269,20 @@ class Supervisor:
             return False
         return True
 
-    def _start(self, lease: Lease) -> WorkerProcess:
+    def _start(self, lease: Lease, task: RunTask) -> WorkerProcess:
         """The process that takes ``lease``: an idle pool worker (one that is open first),
-        a new pool worker, or a process of its own (``fork``, ``exec``)."""
+        a new pool worker, or a process of its own (``fork``, ``exec``). ``task``: the
+        run's agent and input as the claim read them, handed over with the lease."""
         if self.spawn != "pool":
-            proc = start_one_run(self.spec, lease, self.spawn, self._inherited())
+            proc = start_one_run(self.spec, lease, task, self.spawn, self._inherited())
             self.workers[proc.pid] = proc
             return proc
         for proc in sorted(self.workers.values(), key=lambda w: not w.ready):
-            if proc.idle and proc.assign(lease):
+            if proc.idle and proc.assign(lease, task):
                 return proc
-        return self._start_pool_worker(lease)
+        return self._start_pool_worker((lease, task))
 
-    def _start_pool_worker(self, first: Lease | None) -> WorkerProcess:
+    def _start_pool_worker(self, first: Handed | None) -> WorkerProcess:
         proc = start_pool_worker(self.spec, first, self._inherited())
         self.workers[proc.pid] = proc
         log.info("worker-started pid=%d", proc.pid)

@@ -50,7 +50,7 @@ from .errors import (
 from .journal import Journal
 from .lease import Heartbeat, owner_token
 from .models import Model
-from .records import Decision, History, Lease
+from .records import Decision, History, Lease, RunTask
 from .runid import check_run_id
 from .tooldef import Tool
 
@@ -274,8 +274,10 @@ class Worker:
         lease: Lease | None = None,
         create: bool = True,
         takeover: bool = False,
+        task: RunTask | None = None,
     ) -> Outcome:
-        """Drive ``run_id`` to done. ``lease``: one already claimed for us (supervisor).
+        """Drive ``run_id`` to done. ``lease``: one already claimed for us (supervisor), and
+        ``task``: the run's agent and input as that claim read them (None: read the run).
 
         ``agent`` and ``input`` name what a new run is (default: this worker's only agent,
         and its own input); a run that exists keeps its own, and a worker refuses, before
@@ -287,8 +289,10 @@ class Worker:
         if create:
             chosen = self._chosen(agent)
             self.journal.create_run(run_id, chosen.name, input)
-        run = self.journal.require_run(run_id)
-        owned = agent_of(self.agents, run.agent, run_id)
+        if task is None or lease is None:
+            run = self.journal.require_run(run_id)
+            task = RunTask(agent=run.agent, input=run.input)
+        owned = agent_of(self.agents, task.agent, run_id)
         if lease is None:
             lease = self.claim(run_id, takeover=takeover)
             if lease is None:
@@ -300,7 +304,7 @@ class Worker:
         try:
             with self._holding(lease):
                 return self._drive(
-                    lease, owned, run.input if run.input is not None else owned.input
+                    lease, owned, task.input if task.input is not None else owned.input
                 )
         finally:
             if self._heartbeat is not None:

@@ -17,7 +17,8 @@ status, exactly as a forked child does, and the supervisor replaces it.
 
 The pipe (:func:`multiprocessing.Pipe`: pickled tuples over a socket pair)::
 
-    supervisor -> worker   ("run", run_id, owner, generation)   a lease claimed for it
+    supervisor -> worker   ("run", run_id, owner, generation, agent, input)
+                                                  a lease claimed for it, and what the run is
     worker -> supervisor   ("ready",)                            its Worker is open
                            ("ended", run_id, code)               done with it; idle again
 
@@ -60,7 +61,7 @@ from .errors import (
     UnexpectedError,
 )
 from .lease import owner_token
-from .records import Lease
+from .records import Lease, RunTask
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -71,6 +72,9 @@ SPAWN_MODES = ("pool", "fork", "exec")
 TRANSPORT_NAMES = ("model", "cloud")  # what a worker_transports factory may return
 
 Transports = Callable[[], Mapping[str, httpx.BaseTransport]]
+# A lease the supervisor claimed and what its run is (the claim read both): handed to a
+# worker together, so the worker need not read the run before it starts.
+Handed = tuple[Lease, RunTask]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,11 +127,13 @@ class WorkerProcess:
             return None
         return self.channel.fileno()
 
-    def assign(self, lease: Lease) -> bool:
+    def assign(self, lease: Lease, task: RunTask) -> bool:
         """Hand an idle pool worker its next run; False if it is gone."""
         assert self.channel is not None and self.lease is None
         try:
-            self.channel.send(("run", lease.run_id, lease.owner, lease.generation))
+            self.channel.send(
+                ("run", lease.run_id, lease.owner, lease.generation, task.agent, task.input)
+            )
         except OSError:
             self.hung_up = True
             return False
@@ -168,7 +174,7 @@ class WorkerProcess:
 
 
 def start_pool_worker(
-    spec: WorkerSpec, first: Lease | None, inherited: Iterable[int]
+    spec: WorkerSpec, first: Handed | None, inherited: Iterable[int]
 ) -> WorkerProcess:
     """Fork a long-lived worker; ``first``: the run it starts on (None: it waits for one)."""
     ours, theirs = multiprocessing.Pipe(duplex=True)
@@ -176,17 +182,18 @@ def start_pool_worker(
         pid = _fork(lambda: serve(spec, theirs, first), [*inherited, ours.fileno()])
     finally:
         theirs.close()
-    return WorkerProcess(pid=pid, lease=first, channel=ours)
+    return WorkerProcess(pid=pid, lease=first[0] if first else None, channel=ours)
 
 
 def start_one_run(
-    spec: WorkerSpec, lease: Lease, mode: str, inherited: Iterable[int]
+    spec: WorkerSpec, lease: Lease, task: RunTask, mode: str, inherited: Iterable[int]
 ) -> WorkerProcess:
-    """A process for one run only (``fork`` or ``exec``), gone when the run ends."""
+    """A process for one run only (``fork`` or ``exec``), gone when the run ends. An exec'd
+    process reads ``task`` from the journal itself."""
     if mode == "exec":
         popen = subprocess.Popen(_exec_command(spec, lease), env=_exec_env(spec))
         return WorkerProcess(pid=popen.pid, lease=lease, popen=popen)
-    pid = _fork(lambda: run_in_own_process(spec, lease), inherited)
+    pid = _fork(lambda: run_in_own_process(spec, lease, task), inherited)
     return WorkerProcess(pid=pid, lease=lease)
 
 
@@ -246,29 +253,30 @@ def _exec_env(spec: WorkerSpec) -> dict[str, str]:
 # -- inside a worker process ----------------------------------------------------------------
 
 
-def serve(spec: WorkerSpec, channel: Connection, first: Lease | None) -> int:
+def serve(spec: WorkerSpec, channel: Connection, first: Handed | None) -> int:
     """A pool worker's life: open a Worker once, then run what the supervisor sends.
 
     Returns (the process's exit code) once the supervisor has hung up and the run in hand
     is over (an orphan finishes what it holds, as a forked child does), or with the code
     of a run after which this worker is unfit to go on."""
-    opened = open_worker(spec, first.run_id if first is not None else None)
+    opened = open_worker(spec, first[0].run_id if first is not None else None)
     if isinstance(opened, int):
         return opened
     worker = opened
     try:
         heard = _say(channel, ("ready",))
-        lease = first
+        handed = first
         while True:
-            if lease is None:
-                lease = _next_lease(channel) if heard else None
-                if lease is None:
+            if handed is None:
+                handed = _next_lease(channel) if heard else None
+                if handed is None:
                     return EXIT_DONE
-            code, fit = run_leased(worker, lease)
+            lease, task = handed
+            code, fit = run_leased(worker, lease, task)
             if not fit:
                 return code
             heard = heard and _say(channel, ("ended", lease.run_id, code))
-            lease = None
+            handed = None
     finally:
         with contextlib.suppress(Exception):
             worker.close()
@@ -283,23 +291,24 @@ def _say(channel: Connection, message: tuple[object, ...]) -> bool:
     return True
 
 
-def _next_lease(channel: Connection) -> Lease | None:
+def _next_lease(channel: Connection) -> Handed | None:
     """The next run the supervisor hands us; None once it hung up (closed, or died)."""
     try:
         message = channel.recv()
     except (EOFError, OSError):
         return None
-    _, run_id, owner, generation = message
-    return Lease(run_id=run_id, owner=owner, generation=generation)
+    _, run_id, owner, generation, agent, task_input = message
+    lease = Lease(run_id=run_id, owner=owner, generation=generation)
+    return lease, RunTask(agent=agent, input=task_input)
 
 
-def run_in_own_process(spec: WorkerSpec, lease: Lease) -> int:
+def run_in_own_process(spec: WorkerSpec, lease: Lease, task: RunTask | None = None) -> int:
     """A forked child's one run: its own Worker, the run, the run's exit code."""
     opened = open_worker(spec, lease.run_id)
     if isinstance(opened, int):
         return opened
     try:
-        code, _ = run_leased(opened, lease)
+        code, _ = run_leased(opened, lease, task)
     finally:
         opened.close()
     return code
@@ -334,13 +343,14 @@ def open_worker(spec: WorkerSpec, run_id: str | None) -> Worker | int:
         return EXIT_SOFTWARE
 
 
-def run_leased(worker: Worker, lease: Lease) -> tuple[int, bool]:
+def run_leased(worker: Worker, lease: Lease, task: RunTask | None = None) -> tuple[int, bool]:
     """Drive a run the supervisor claimed: (its exit code, whether this worker may take
     another). The lease is adopted under a new owner token: nothing of an earlier run's
-    ownership is reused."""
+    ownership is reused. ``task``: the run's agent and input as the claim read them (None:
+    read from the journal)."""
     worker.owner = owner_token()
     try:
-        worker.run(lease.run_id, lease=lease, create=False)
+        worker.run(lease.run_id, lease=lease, create=False, task=task)
     except AgentRuntimeError as exc:
         if not exc.reported:
             log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))

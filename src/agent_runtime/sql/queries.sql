@@ -70,7 +70,7 @@ WITH prev AS (
         attempts = r.attempts + 1, updated_at = cr_now()
     FROM prev
     WHERE r.id = prev.id
-    RETURNING r.id, r.owner, r.generation, prev.owner AS previous_owner,
+    RETURNING r.id, r.owner, r.generation, r.agent, r.input, prev.owner AS previous_owner,
               CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at,
               CASE WHEN prev.owner IS NULL AND prev.generation = 0 THEN 'first'
                    WHEN prev.owner IS NULL THEN 'handed_back'
@@ -79,7 +79,8 @@ WITH prev AS (
     INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at, reason)
     SELECT id, generation, owner, previous_owner, previous_expired_at, reason FROM claimed
 )
-SELECT id, owner, generation FROM claimed;
+-- agent and input go to the worker with the lease (records.RunTask): it need not read them
+SELECT id, owner, generation, agent, input FROM claimed;
 
 -- name: give_up_exhausted
 -- Runs that kept failing, marked failed instead of retried forever (an operator's retry
