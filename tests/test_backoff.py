@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import clock, db
+from agent_runtime import clients, clock, db
 from agent_runtime.backoff import Backoff
 from agent_runtime.clients import CloudClient
 from agent_runtime.config import Settings
@@ -435,3 +435,27 @@ def test_the_decide_client_takes_the_servers_root_or_its_v1_base(base: str, aske
     model = DecideModel(base, timeout=5.0, retries=0, transport=transport, sleep=lambda s: None)
     model.decide("r1", [])
     assert [str(r.url) for r in transport.seen] == [asked]
+
+
+def test_a_client_posts_where_httpx_would_join_its_base_and_path() -> None:
+    """The joined URL is made once per path (URLS_KEPT of them), and is the URL httpx
+    makes of the base and the path itself: the base's own path stays in front."""
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(201, json={"status": "created", "id": "s-1"})
+
+    client = CloudClient(
+        "http://cloud.test/api", timeout=1.0, transport=httpx.MockTransport(answer)
+    )
+    for seq in range(2):
+        client.call("/v1/servers", {"name": "a"}, key=f"r:{seq}", generation=1)
+    assert seen == ["http://cloud.test/api/v1/servers"] * 2
+    assert client.url("/v1/servers") is client.url("/v1/servers")
+    assert str(client.url("v1/dns?x=1")) == "http://cloud.test/api/v1/dns?x=1"
+    for n in range(clients.URLS_KEPT + 5):
+        client.url(f"/v1/servers/{n}")
+    assert str(client.url("/v1/servers/999")) == "http://cloud.test/api/v1/servers/999"
+    assert len(client._urls) == clients.URLS_KEPT
+    client.close()

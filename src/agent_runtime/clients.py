@@ -61,6 +61,9 @@ def wire_key(key: str) -> str:
     return quote(key, safe=WIRE_SAFE)
 
 
+URLS_KEPT = 64  # joined URLs a client keeps (HttpClient.url)
+
+
 @cache
 def tls_context() -> ssl.SSLContext:
     """One TLS context per process: building one costs 40-100 ms, a worker needs two
@@ -110,9 +113,20 @@ class HttpClient:
         self._retries = self.default_retries if retries is None else retries
         self._backoff = Backoff(base=backoff, cap=RETRY_BACKOFF_CAP, rand=rand)
         self._sleep = sleep
+        self._urls: dict[str, httpx.URL] = {}
 
     def close(self) -> None:
         self._http.close()
+
+    def url(self, path: str) -> httpx.URL:
+        """``path`` under the base URL, as httpx joins them, made once per path: a client
+        posts to a handful of paths, and joining parses both URLs on every request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._http.build_request("POST", path).url
+            if len(self._urls) < URLS_KEPT:  # a tool may post to paths without end
+                self._urls[path] = url
+        return url
 
     def _pause(self, attempt: int) -> None:
         """Wait before ``attempt`` (0 is the first: no wait)."""
@@ -143,7 +157,7 @@ class CloudClient(HttpClient):
                 log.info("resending key=%s attempt=%d after=%r", key, attempt + 1, problem)
             self._pause(attempt)
             try:
-                response = self._http.post(path, json=args, headers=headers)
+                response = self._http.post(self.url(path), json=args, headers=headers)
             except httpx.TransportError as exc:  # includes timeouts: the remote may have acted
                 problem = f"{type(exc).__name__}: {exc}"
                 continue

@@ -90,7 +90,7 @@ class _ModelClient(HttpClient):
                 log.info("model-retry run=%s attempt=%d after=%r", run_id, attempt + 1, problem)
             self._pause(attempt)
             try:
-                response = self._http.post(self.path, **body, headers=dict(headers))
+                response = self._http.post(self.url(self.path), **body, headers=dict(headers))
             except httpx.TimeoutException as exc:
                 problem = f"no answer in time: {exc!r}"
                 continue
