@@ -9,8 +9,8 @@
    run, the default) and ``fork`` (a fresh fork per run: the figure before issue 14).
    The mocks have no injected latency and are served **in-process in each worker**
    (socket-free transports, ``worker_transports``): the cloud on a SQLite file of its
-   own per worker process on tmpfs, the model in memory. So the figure is the
-   runtime's and PostgreSQL's, not a web server's. Prints runs/s per mode and round,
+   own per worker process on tmpfs (synchronous OFF), the model in memory. So the
+   figure is the runtime's and PostgreSQL's, not a web server's. Prints runs/s per mode and round,
    and the CPU each run cost the workers, the supervisor and the PostgreSQL server
    (read from ``/proc``; the server's only when it runs on this machine).
    ``--relaxed`` drains once more with ``synchronous_commit=off`` on every connection:
@@ -60,8 +60,9 @@ MODES = ("pool", "fork")
 def in_process_remotes(state: Path) -> Mapping[str, httpx.BaseTransport]:
     """Made in each worker process: the model in memory, the cloud on a file of its own
     (one shared file would make the workers queue on SQLite's lock, whose busy handler
-    sleeps)."""
-    cloud = Cloud(state / f"cloud-{os.getpid()}.sqlite3")
+    sleeps), written without SQLite's fsyncs: the mock's durability is not measured (a
+    process crash still keeps what it wrote)."""
+    cloud = Cloud(state / f"cloud-{os.getpid()}.sqlite3", synchronous="OFF")
     return {"model": model_transport(Model()), "cloud": cloud_transport(cloud)}
 
 
