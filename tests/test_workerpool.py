@@ -9,18 +9,27 @@ Nothing sleeps to expire a lease: the supervisor frees a dead worker's run itsel
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import re
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_runtime import db
+from agent_runtime.config import Settings
+from agent_runtime.errors import EXIT_DONE
 from agent_runtime.journal import Journal
+from agent_runtime.workerpool import WorkerSpec, serve
+from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
+from .agents import provisioning_parallel
 from .fix_runtime import Agent
 from .fix_supervisor import SupervisorProcess, wait_for
+from .recording import Recording
 from .test_supervisor import FAST, _assert_each_step_once, _status
 
 STARTED = re.compile(r"worker-started pid=(\d+)")
@@ -226,3 +235,43 @@ def test_a_fresh_process_per_run_is_still_there_to_choose(
     assert _started(sup) == []  # and no pool
     for run_id in runs:
         _assert_each_step_once(conn, mock_servers, run_id)
+
+
+def test_each_run_a_pool_worker_takes_is_the_task_its_claim_read(
+    conn: Any, database_url: str, tmp_path: Path
+) -> None:
+    """Agent and input come down the pipe with each lease: the second run asks the model
+    about its own input, not the first run's."""
+    model = Recording(model_transport(Model()))
+    cloud = Cloud(tmp_path / "cloud.sqlite3", synchronous="OFF")
+    spec = WorkerSpec(
+        url=database_url,
+        settings=Settings(database_url=database_url, model_url="http://model/v1"),
+        agents=[provisioning_parallel],
+        transports=lambda: {"model": model, "cloud": cloud_transport(cloud)},
+    )
+    journal = Journal(conn)
+    tasks = {"task-a": "a box named alpha", "task-b": "a box named bravo"}
+    for run_id, text in tasks.items():
+        journal.create_run(run_id, provisioning_parallel.name, text)
+    params = {"owner": "sup", "lease": 30.0, "limit": 2, "max_attempts": 10, "agents": None}
+    claimed = sorted(db.run(conn, "claim_expired", params), key=lambda r: str(r["id"]))
+    ours, theirs = multiprocessing.Pipe(duplex=True)
+    worker = threading.Thread(target=serve, args=(spec, theirs, None))
+    worker.start()
+    try:
+        assert ours.recv() == ("ready",)
+        for row in claimed:
+            first = len(model.exchanges)
+            handed = (row["id"], row["owner"], row["generation"], row["agent"], row["input"])
+            ours.send(("run", *handed))
+            assert ours.recv() == ("ended", row["id"], EXIT_DONE)
+            asked = b"".join(e.body for e in model.exchanges[first:])
+            assert tasks[row["id"]].encode() in asked
+            assert all(t.encode() not in asked for r, t in tasks.items() if r != row["id"])
+    finally:
+        ours.close()
+        worker.join(timeout=30)
+        cloud.close()
+    assert not worker.is_alive()
+    assert {journal.require_run(r).status for r in tasks} == {"done"}
