@@ -35,7 +35,7 @@ from psycopg.rows import dict_row
 from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, InjectedCrash
-from agent_runtime.records import Lease
+from agent_runtime.records import Lease, RunTask
 from agent_runtime.worker import Worker
 
 from . import sqlfile, variants
@@ -99,6 +99,7 @@ class Start:
     label: str  # w1, w2, ... in the order the schedule started them
     takeover: bool = False  # restart: take a live lease over (the caller says it is dead)
     lease: Lease | None = None  # supervisor: a lease claimed for this worker
+    task: RunTask | None = None  # and the run's agent and input, as that claim read them
     kind: str = DEFAULT_KIND  # the run's agent (properties.agents), should it create it
 
     def to_json(self) -> dict[str, Any]:
@@ -111,6 +112,9 @@ class Start:
             "lease": None
             if lease is None
             else {"run_id": lease.run_id, "owner": lease.owner, "generation": lease.generation},
+            "task": None
+            if self.task is None
+            else {"agent": self.task.agent, "input": self.task.input},
         }
 
     @classmethod
@@ -121,6 +125,7 @@ class Start:
             label=obj["label"],
             takeover=bool(obj["takeover"]),
             lease=None if lease is None else Lease(**lease),
+            task=RunTask(**obj["task"]) if obj.get("task") else None,
             kind=obj.get("kind", DEFAULT_KIND),
         )
 
@@ -203,6 +208,7 @@ def enter(worker: Worker, start: Start, support_url: str) -> None:
         lease=start.lease,
         create=start.lease is None,
         takeover=start.takeover,
+        task=start.task,
     )
 
 

@@ -34,7 +34,7 @@ from typing import Any, Final, Literal
 from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.errors import DatabaseError
-from agent_runtime.records import Lease
+from agent_runtime.records import Lease, RunTask
 
 from . import baseline, sqlfile, variants
 from .agents import DEFAULT_KIND, KINDS, suite_agents
@@ -317,7 +317,7 @@ class ScheduleRunner(Disruptions):
             if old is not None:  # its lease ran out (the claim was checked): outpaced
                 self._wait(old, frozen=False)
             self.stats.restarts += 1
-            start = self._start(lease.run_id, lease=lease)
+            start = self._start(lease.run_id, lease=lease, task=self.handed[lease.run_id])
             results.append(f"{lease.run_id}: " + self._launch(start))
         return f"{beats}; claimed " + ("; ".join(results) if results else "nothing")
 
@@ -364,6 +364,7 @@ class ScheduleRunner(Disruptions):
                 )
         for r in rows:
             self.known[r["id"]] = (r["owner"], r["generation"])
+            self.handed[r["id"]] = RunTask(agent=r["agent"], input=r["input"])
         return [Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]) for r in rows]
 
     # -- teardown ------------------------------------------------------------------------------
@@ -412,7 +413,7 @@ class ScheduleRunner(Disruptions):
                     )
                     start = self._start(run, takeover=True)
                 else:
-                    start = self._start(run, lease=lease)
+                    start = self._start(run, lease=lease, task=self.handed[run])
                 self.stats.restarts += 1
                 w = self._pilot_rec(start)
                 self.trace.append(f"settle {run}: claimed by " + self._drive(w, lambda g: "go"))
