@@ -367,7 +367,7 @@ class ThreadPilot(Pilot):
     ) -> None:
         self.start = start
         self._support_url = support_url
-        self.owner = start.lease.owner if start.lease else owner_of(start.label)
+        self.owner = owner_of(start.label)  # on a claimed lease it adopts it, as in the pool
         # SimpleQueue: a C handoff, without queue.Queue's Python-level Condition per put/get
         self._inbox: queue.SimpleQueue[Message | Stop] = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue[Action] = queue.SimpleQueue()

@@ -86,7 +86,8 @@ def child_main(config: dict[str, Any], channel: _Channel) -> int:
     """The worker process: build the worker, say hello, run, report how it ended."""
     start = Start.from_json(config["start"])
     settings = Settings(**config["settings"])
-    owner = start.lease.owner if start.lease else owner_of(start.label, os.getpid())
+    # its own token, as a supervisor's worker has: started on a claimed lease, it adopts it
+    owner = owner_of(start.label, os.getpid())
 
     worker: Worker | None = None
 

@@ -389,4 +389,23 @@ def test_a_run_handed_over_with_its_claim_is_not_read_again(
     assert (code, fit) == (EXIT_DONE, True)
     assert query("get_run").as_string(conn) not in Counting.sent
     assert query("adopt_lease").as_string(conn) in Counting.sent
+    assert query("load_history").as_string(conn) not in Counting.sent  # it had no steps
     assert journal.require_run("handed").status == "done"
+
+
+def test_an_adoption_reads_no_history_only_where_there_is_none(conn: db.Connection) -> None:
+    """A run's first worker learns from its adoption that there is nothing to read; one
+    that takes a run with a decision but no call yet must read it."""
+    journal = Journal(conn)
+    for run_id in ("fresh", "decided"):
+        journal.create_run(run_id)
+    rows = {r["id"]: r for r in db.run(conn, "claim_expired", CLAIM_PARAMS)}
+    leases = {
+        run_id: Lease(run_id=run_id, owner=r["owner"], generation=r["generation"])
+        for run_id, r in rows.items()
+    }
+    journal.record_decision(leases["decided"], 0, "create_server", {"name": "a"})
+    fresh, history = journal.adopt_reading(leases["fresh"], "w:1:a")
+    assert fresh.owner == "w:1:a" and history is not None and not history.decisions
+    decided, history = journal.adopt_reading(leases["decided"], "w:1:b")
+    assert decided.owner == "w:1:b" and history is None

@@ -51,6 +51,8 @@ variant                    kind                    what is broken
 ``parked_claimable``       status list             the sweep claims a run that needs attention
 ``answer_first_call_only`` lost element            a restart reads back one decision per model
                                                    answer: an answer's later calls are forgotten
+``adopt_sees_calls_only``  wrong table             the adoption finds "no steps yet" by looking
+                                                   at the calls: a decided, unsent step is lost
 =========================  ======================  ===========================================
 """
 
@@ -235,6 +237,12 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="lost element",
             summary="a restart reads back one decision per model answer, forgetting the rest",
             journal=journals.FirstCallJournal,
+        ),
+        Variant(
+            name="adopt_sees_calls_only",
+            kind="wrong table",
+            summary="the adoption looks for steps among the calls, missing an unsent decision",
+            journal=journals.CallsOnlyAdoptJournal,
         ),
     )
 }

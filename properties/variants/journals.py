@@ -69,6 +69,15 @@ class UnfencedJournal(Journal):
         return written(self, twin if twin in EDITS else name, lease, what, **params)
 
 
+class CallsOnlyAdoptJournal(Journal):
+    """adopt_sees_calls_only: the adoption decides "no history to read" from the calls
+    table, so a run whose last step was decided but never sent starts from nothing."""
+
+    def _write(self, name: str, lease: Lease, what: str, **params: Any) -> list[dict[str, Any]]:
+        twin = "calls_only_adopt_lease" if name == "adopt_lease" else name
+        return written(self, twin, lease, what, **params)
+
+
 class CarelessRenewalJournal(Journal):
     """renew_any_owner: the heartbeat's renewal finds the run by id and status only, so a
     worker that lost the run keeps its new owner's lease alive."""

@@ -91,6 +91,12 @@ EDITS: Final[dict[str, Edit]] = {
         ),
         why="a step decided again overwrites its decision instead of failing",
     ),
+    "calls_only_adopt_lease": Edit(
+        base="adopt_lease",
+        pattern=r"FROM decisions d WHERE d\.run_id = c\.run_id",
+        replacement="FROM tool_calls d WHERE d.run_id = c.run_id",
+        why="the adoption looks for steps among the calls: a decision without an intent is missed",
+    ),
     "overwrite_intent": Edit(
         base="record_intent",
         pattern=r"\nRETURNING intent_at$",

@@ -144,8 +144,11 @@ class PatchedLoop(Worker):
     def _resolves_stranded(self) -> bool:
         return True
 
-    def _drive(self, lease: Lease, agent: Agent, task: str | None) -> Outcome:
-        history = self.journal.history(lease.run_id)
+    def _drive(
+        self, lease: Lease, agent: Agent, task: str | None, history: History | None = None
+    ) -> Outcome:
+        if history is None:
+            history = self.journal.history(lease.run_id)
         tools = self.tools_for(agent)
         skipped: set[int] = set()
         for stranded in history.stranded():

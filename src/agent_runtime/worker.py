@@ -297,14 +297,15 @@ class Worker:
             lease = self.claim(run_id, takeover=takeover)
             if lease is None:
                 return self._already_done(run_id)
-        elif lease.owner != self.owner:
-            lease = self.journal.adopt(lease, self.owner)
+        history = None  # read at the start of the drive, unless the adoption proved it empty
+        if lease.owner != self.owner:
+            lease, history = self.journal.adopt_reading(lease, self.owner)
             log.info("adopted run=%s generation=%d owner=%s", run_id, lease.generation, self.owner)
         self._heartbeat = self._make_heartbeat(lease)
         try:
             with self._holding(lease):
                 return self._drive(
-                    lease, owned, task.input if task.input is not None else owned.input
+                    lease, owned, task.input if task.input is not None else owned.input, history
                 )
         finally:
             if self._heartbeat is not None:
@@ -425,9 +426,12 @@ class Worker:
             run_id=run_id, status="done", steps=steps, llm_calls=run.llm_calls, output=run.output
         )
 
-    def _drive(self, lease: Lease, agent: Agent, task: str | None) -> Outcome:
+    def _drive(
+        self, lease: Lease, agent: Agent, task: str | None, history: History | None = None
+    ) -> Outcome:
         self.decider.forget(lease.run_id)
-        history = self.journal.history(lease.run_id)
+        if history is None:
+            history = self.journal.history(lease.run_id)
         tools = self.tools_for(agent)
         for stranded in history.stranded():
             decision = history.decisions[stranded.seq]

@@ -275,6 +275,9 @@ RETURNING id, lease_expires_at;
 -- it, so "is the owner's process alive?" asks about the worker, not its parent.
 -- Same generation: nothing it or its parent wrote is fenced by the swap, and the
 -- claim keeps its reason (the supervisor's claim is still why the run was taken).
+-- has_steps: whether the run has any decision yet. From here on only this worker can
+-- write one (every older generation is fenced out), so without any, there is no history
+-- to read: a run's first worker starts at once.
 WITH owned AS (
     UPDATE runs SET owner = %(new_owner)s
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
@@ -284,7 +287,8 @@ WITH owned AS (
 UPDATE run_claims c SET owner = %(new_owner)s
 FROM owned
 WHERE c.run_id = owned.id AND c.generation = %(generation)s
-RETURNING c.generation;
+RETURNING c.generation,
+          EXISTS (SELECT 1 FROM decisions d WHERE d.run_id = c.run_id) AS has_steps;
 
 -- name: confirmed_steps_under
 -- The confirmed tools and arguments of every run whose id starts with a prefix
