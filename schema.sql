@@ -51,11 +51,10 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at timestamptz NOT NULL DEFAULT cr_now(),
     updated_at timestamptz NOT NULL DEFAULT cr_now()
 );
-CREATE INDEX IF NOT EXISTS runs_claimable ON runs (lease_expires_at)
-    WHERE status IN ('pending', 'running');
 -- The supervisor's sweep (claim_expired) takes the longest idle claimable runs first: in
 -- this order, so a backlog of thousands is claimed a few at a time without sorting all of
--- it at every sweep (the planner walks the index and stops at the limit).
+-- it at every sweep (the planner walks the index and stops at the limit; the live leases
+-- it passes on the way are at most the runs in flight).
 CREATE INDEX IF NOT EXISTS runs_claim_order ON runs (updated_at, id)
     WHERE status IN ('pending', 'running');
 -- And every sweep first looks for runs that used up their attempts (give_up_exhausted):
@@ -63,6 +62,10 @@ CREATE INDEX IF NOT EXISTS runs_claim_order ON runs (updated_at, id)
 -- changes attempts also changes updated_at, so neither index costs an update its HOT.
 CREATE INDEX IF NOT EXISTS runs_attempts ON runs (attempts)
     WHERE status IN ('pending', 'running');
+-- Before schema 7 the sweep found claimable runs by lease_expires_at. No query needs that
+-- index now, and without it a heartbeat's renewal (which changes only lease_expires_at)
+-- rewrites the run row in place (HOT), with no index entry to add.
+DROP INDEX IF EXISTS runs_claimable;
 -- The last progress: the run's creation, a confirm, or an operator's retry. The supervisor
 -- gives up on a run only when max_attempts claims *and* give_up_after seconds since the
 -- first claim after it brought none (give_up_exhausted). Added by ALTER for older databases

@@ -61,11 +61,24 @@ def test_a_schema_5_database_loses_its_step_keys_and_keeps_its_steps(conn: Any) 
     assert history.decisions[0].tool == "create_server" and history.calls[0].state == "intent"
 
 
-def test_a_schema_6_database_gains_the_claim_order_index(conn: Any) -> None:
+def test_a_schema_6_database_gets_schema_7s_indexes_on_runs(conn: Any) -> None:
     conn.execute("DROP INDEX runs_claim_order")
+    conn.execute("DROP INDEX runs_attempts")
+    conn.execute(  # schema 6's, which schema 7 drops
+        "CREATE INDEX runs_claimable ON runs (lease_expires_at) "
+        "WHERE status IN ('pending', 'running')"
+    )
     conn.execute("COMMENT ON TABLE runs IS 'crashresume schema 6'")
     assert not db.has_schema(conn)
     db.ensure_schema(conn)
     assert db.has_schema(conn)
-    found = conn.execute("SELECT to_regclass('runs_claim_order') IS NOT NULL AS there").fetchone()
-    assert found == {"there": True}
+    found = conn.execute(
+        "SELECT indexrelid::regclass::text AS name FROM pg_index "
+        "WHERE indrelid = 'runs'::regclass ORDER BY 1"
+    ).fetchall()
+    assert [r["name"] for r in found] == [
+        "runs_attempts",
+        "runs_attention",
+        "runs_claim_order",
+        "runs_pkey",
+    ]

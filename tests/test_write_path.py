@@ -409,3 +409,18 @@ def test_an_adoption_reads_no_history_only_where_there_is_none(conn: db.Connecti
     assert fresh.owner == "w:1:a" and history is not None and not history.decisions
     decided, history = journal.adopt_reading(leases["decided"], "w:1:b")
     assert decided.owner == "w:1:b" and history is None
+
+
+def test_a_renewal_rewrites_the_run_row_in_place(conn: db.Connection) -> None:
+    """A heartbeat changes only the lease's expiry, which no index holds: a HOT update,
+    with no index entry written for it."""
+    journal = Journal(conn)
+    lease = _started(journal, "renewed")
+    counted = "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+    with conn.transaction():  # this backend's counts not yet flushed: compare before, after
+        before = conn.execute(counted).fetchone()
+        journal.renew(lease, 60.0)
+        after = conn.execute(counted).fetchone()
+    assert before is not None and after is not None
+    assert after["n_tup_upd"] - before["n_tup_upd"] == 1
+    assert after["n_tup_hot_upd"] - before["n_tup_hot_upd"] == 1
