@@ -334,9 +334,10 @@ def test_the_sweep_claims_from_a_backlog_in_index_order_without_sorting_it(
     conn: db.Connection,
 ) -> None:
     """A supervisor with thousands of runs waiting claims a few at every sweep: the plan
-    walks ``runs_claim_order`` and stops at the limit instead of sorting the backlog (and
-    finished runs are not in that index at all); the search for runs that used up their
-    attempts reads ``runs_attempts``, not every waiting run."""
+    walks ``runs_claim_order`` and stops at the limit instead of sorting the backlog (only
+    the claimed rows are sorted, into claim order); finished runs are not in that index at
+    all. The search for runs that used up their attempts reads ``runs_attempts``, not
+    every waiting run."""
     conn.execute(
         "INSERT INTO runs (id, status) SELECT 'done-' || g, 'done' FROM generate_series(1, 3000) g"
     )
@@ -350,7 +351,8 @@ def test_the_sweep_claims_from_a_backlog_in_index_order_without_sorting_it(
         conn.execute("ROLLBACK")
     assert row is not None
     nodes = list(_plan_nodes(row["QUERY PLAN"][0]["Plan"]))
-    assert "Sort" not in {n["Node Type"] for n in nodes}
+    sorted_keys = [key for n in nodes if n["Node Type"] == "Sort" for key in n["Sort Key"]]
+    assert all(key.startswith("claimed.") for key in sorted_keys), sorted_keys  # the few claimed
     assert "runs_claim_order" in {n.get("Index Name") for n in nodes}
     give_up = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + query("give_up_exhausted")
     row = conn.execute(give_up, {"max_attempts": 10, "give_up_after": 300.0}).fetchone()
@@ -424,3 +426,16 @@ def test_a_renewal_rewrites_the_run_row_in_place(conn: db.Connection) -> None:
     assert before is not None and after is not None
     assert after["n_tup_upd"] - before["n_tup_upd"] == 1
     assert after["n_tup_hot_upd"] - before["n_tup_hot_upd"] == 1
+
+
+def test_the_sweep_hands_out_its_claims_longest_idle_first(conn: db.Connection) -> None:
+    """The rows come in claim order, whatever the table's layout: here the run stored
+    first is the one idle for the shortest time."""
+    conn.execute(
+        "INSERT INTO runs (id, updated_at) SELECT 'idle-' || g, cr_now() - g * interval '1 s' "
+        "FROM generate_series(1, 4) g ORDER BY g"
+    )
+    with conn.transaction():  # a plan whose join walks the table, not the claim's order
+        conn.execute("SET LOCAL enable_nestloop = off")
+        claimed = db.run(conn, "claim_expired", {**CLAIM_PARAMS, "limit": 4})
+    assert [r["id"] for r in claimed] == ["idle-4", "idle-3", "idle-2", "idle-1"]

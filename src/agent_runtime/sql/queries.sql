@@ -55,7 +55,7 @@ RETURNING generation;
 -- first, handed_back or expired. How many attempts a run already had does not matter
 -- here: give_up_exhausted, which runs first in every sweep, decides when to stop.
 WITH prev AS (
-    SELECT id, owner, generation, lease_expires_at
+    SELECT id, owner, generation, lease_expires_at, updated_at
     FROM runs
     WHERE status IN ('pending', 'running')
       AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
@@ -70,7 +70,8 @@ WITH prev AS (
         attempts = r.attempts + 1, updated_at = cr_now()
     FROM prev
     WHERE r.id = prev.id
-    RETURNING r.id, r.owner, r.generation, r.agent, r.input, prev.owner AS previous_owner,
+    RETURNING r.id, r.owner, r.generation, r.agent, r.input, prev.updated_at AS idle_since,
+              prev.owner AS previous_owner,
               CASE WHEN prev.owner IS NOT NULL THEN prev.lease_expires_at END AS previous_expired_at,
               CASE WHEN prev.owner IS NULL AND prev.generation = 0 THEN 'first'
                    WHEN prev.owner IS NULL THEN 'handed_back'
@@ -79,8 +80,10 @@ WITH prev AS (
     INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at, reason)
     SELECT id, generation, owner, previous_owner, previous_expired_at, reason FROM claimed
 )
--- agent and input go to the worker with the lease (records.RunTask): it need not read them
-SELECT id, owner, generation, agent, input FROM claimed;
+-- agent and input go to the worker with the lease (records.RunTask): it need not read them.
+-- In claim order: an UPDATE returns its rows in the order of its join, which the table's
+-- layout decides, and the supervisor hands the runs out in the order they come.
+SELECT id, owner, generation, agent, input FROM claimed ORDER BY idle_since, id;
 
 -- name: give_up_exhausted
 -- Runs that kept failing, marked failed instead of retried forever (an operator's retry
