@@ -338,10 +338,9 @@ class ScheduleRunner(Disruptions):
                 "agents": list(AGENTS),
             },
         )
-        # The claim picks the longest idle first, but its RETURNING comes in the UPDATE's
-        # join order, which the table's physical layout decides: put the claims back in the
-        # supervisor's order, or the workers started for them (and their labels) would not
-        # replay the same way twice.
+        # The claim answers longest idle first (claim_expired orders its answer: an UPDATE's
+        # own rows come in the table's physical order). Sorted here again all the same: a
+        # broken runtime's claim must not make the workers' labels replay differently.
         rows.sort(
             key=lambda r: (
                 (before[r["id"]]["updated_at"], r["id"]) if r["id"] in before else (EPOCH, r["id"])
