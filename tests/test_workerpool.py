@@ -116,6 +116,8 @@ def test_one_pool_worker_takes_run_after_run_on_one_connection(
     assert len(set(pids)) == 1 and _started(sup) == pids[:1]  # one process took all three
     assert len(backends[0]) == 1
     assert backends == [backends[0]] * 3  # and one server backend: the same connection
+    # the last run is done in the journal a moment before its worker says so
+    wait_for("every run reported", lambda: len(sup.exits()) == len(runs))
     assert sup.exits() == [(run_id, 0) for run_id in runs]
     for run_id in runs:
         _assert_each_step_once(conn, mock_servers, run_id)
@@ -136,6 +138,7 @@ def test_a_pool_worker_killed_mid_run_is_replaced_at_once_and_its_run_resumed(
     wait_for("both runs done", lambda: {_status(conn, r) for r in pids} == {"done"})
     mock_servers.set_model_faults(latency=0)
     assert ("victim", -signal.SIGKILL) in sup.exits("victim")
+    wait_for("the bystander reported", lambda: sup.exits("bystander"))  # just after done
     assert sup.exits("bystander") == [("bystander", 0)]  # its worker never noticed
     assert _children(sup.proc.pid) == {pids["bystander"], replacement}  # the pool kept its size
     for run_id in pids:
