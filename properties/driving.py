@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import Final, Literal
 
 from agent_runtime import db
-from agent_runtime.records import RunTask
 
 from . import sqlfile
 from .accounting import Ask
@@ -98,8 +97,6 @@ class Driving(ABC):
         # claim the runner made or saw since. Only claims change a generation, and the runner
         # sees every one, so this is the run's generation at any moment between two gates.
         self.known: dict[str, tuple[str | None, int]] = {}
-        # What the runner's last claim of each run read of it: the supervisor hands it on
-        self.handed: dict[str, RunTask] = {}
         self.bad_answers_issued = 0  # model fault answers armed by the schedule
         self.bad_answers_used = 0  # ... and explained so far
         self.cloud_faults_armed = False

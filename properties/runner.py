@@ -312,12 +312,12 @@ class ScheduleRunner(Disruptions):
         beats = self._beat_all()
         claimed = self._claim_expired()
         results = []
-        for lease in claimed:
+        for lease, task in claimed:
             old = self.active.get(lease.run_id)
             if old is not None:  # its lease ran out (the claim was checked): outpaced
                 self._wait(old, frozen=False)
             self.stats.restarts += 1
-            start = self._start(lease.run_id, lease=lease, task=self.handed[lease.run_id])
+            start = self._start(lease.run_id, lease=lease, task=task)
             results.append(f"{lease.run_id}: " + self._launch(start))
         return f"{beats}; claimed " + ("; ".join(results) if results else "nothing")
 
@@ -325,8 +325,10 @@ class ScheduleRunner(Disruptions):
         db.run(self.conn, "clock_advance", {"seconds": seconds})  # clock.advance, unread
         self.clock_now += timedelta(seconds=seconds)
 
-    def _claim_expired(self) -> list[Lease]:
-        """The supervisor's own claim; a claim of a lease that was live is a violation."""
+    def _claim_expired(self) -> list[tuple[Lease, RunTask]]:
+        """The supervisor's own claim, each lease with what the claim read of its run (the
+        supervisor hands both to the worker); a claim of a lease that was live is a
+        violation."""
         before = {row["id"]: row for row in sqlfile.rows(self.conn, "leases")}
         rows = self.variant.claim(
             self.conn,
@@ -363,8 +365,13 @@ class ScheduleRunner(Disruptions):
                 )
         for r in rows:
             self.known[r["id"]] = (r["owner"], r["generation"])
-            self.handed[r["id"]] = RunTask(agent=r["agent"], input=r["input"])
-        return [Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]) for r in rows]
+        return [
+            (
+                Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]),
+                RunTask(agent=r["agent"], input=r["input"]),
+            )
+            for r in rows
+        ]
 
     # -- teardown ------------------------------------------------------------------------------
 
@@ -397,10 +404,10 @@ class ScheduleRunner(Disruptions):
             # every worker of these is gone: one lease and the longest backoff later, all
             # of them must be claimable
             self._advance(self.settings.lease + self.settings.run_backoff_cap + 1)
-            claimed = {lease.run_id: lease for lease in self._claim_expired()}
+            claimed = {lease.run_id: (lease, task) for lease, task in self._claim_expired()}
             for run in unfinished:
-                lease = claimed.get(run)
-                if lease is None:
+                handed = claimed.get(run)
+                if handed is None:
                     self.problems.append(
                         Violation(
                             "stranded",
@@ -412,7 +419,7 @@ class ScheduleRunner(Disruptions):
                     )
                     start = self._start(run, takeover=True)
                 else:
-                    start = self._start(run, lease=lease, task=self.handed[run])
+                    start = self._start(run, lease=handed[0], task=handed[1])
                 self.stats.restarts += 1
                 w = self._pilot_rec(start)
                 self.trace.append(f"settle {run}: claimed by " + self._drive(w, lambda g: "go"))

@@ -100,7 +100,7 @@ def test_the_supervisors_claims_record_first_handed_back_and_expired(conn: Any) 
     assert _reasons(conn, "exited") == ["first", "handed_back"]
     row = next(r for r in claimed if r["id"] == "expiring")
     lease = Lease(run_id="expiring", owner=row["owner"], generation=row["generation"])
-    assert journal.adopt(lease, "w:7:q").owner == "w:7:q"
+    assert journal.adopt(lease, "w:7:q")[0].owner == "w:7:q"
     assert _reasons(conn, "expiring") == ["first", "expired"]  # adoption keeps the reason
 
 

@@ -407,9 +407,9 @@ def test_an_adoption_reads_no_history_only_where_there_is_none(conn: db.Connecti
         for run_id, r in rows.items()
     }
     journal.record_decision(leases["decided"], 0, "create_server", {"name": "a"})
-    fresh, history = journal.adopt_reading(leases["fresh"], "w:1:a")
+    fresh, history = journal.adopt(leases["fresh"], "w:1:a")
     assert fresh.owner == "w:1:a" and history is not None and not history.decisions
-    decided, history = journal.adopt_reading(leases["decided"], "w:1:b")
+    decided, history = journal.adopt(leases["decided"], "w:1:b")
     assert decided.owner == "w:1:b" and history is None
 
 

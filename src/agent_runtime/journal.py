@@ -112,13 +112,10 @@ class Journal:
     def _fenced(self, name: str, lease: Lease, what: str, **params: Any) -> dict[str, Any]:
         return self._write(name, lease, what, **params)[0]
 
-    def adopt(self, lease: Lease, owner: str) -> Lease:
-        """Put ``owner`` on a lease claimed for it; same generation."""
-        return self.adopt_reading(lease, owner)[0]
-
-    def adopt_reading(self, lease: Lease, owner: str) -> tuple[Lease, History | None]:
-        """:meth:`adopt`, and the run's history when the adoption proved it empty (no
-        decision yet, and none but the new owner can write one now), else None: read it."""
+    def adopt(self, lease: Lease, owner: str) -> tuple[Lease, History | None]:
+        """Put ``owner`` on a lease claimed for it (same generation). With it, the run's
+        history when the adoption proved it empty (no decision yet, and none but the new
+        owner can write one now), else None: read it."""
         row = self._fenced("adopt_lease", lease, "lease adoption", new_owner=owner)
         adopted = Lease(run_id=lease.run_id, owner=owner, generation=lease.generation)
         return adopted, None if row["has_steps"] else History(decisions={}, calls={}, answers={})

@@ -299,7 +299,7 @@ class Worker:
                 return self._already_done(run_id)
         history = None  # read at the start of the drive, unless the adoption proved it empty
         if lease.owner != self.owner:
-            lease, history = self.journal.adopt_reading(lease, self.owner)
+            lease, history = self.journal.adopt(lease, self.owner)
             log.info("adopted run=%s generation=%d owner=%s", run_id, lease.generation, self.owner)
         self._heartbeat = self._make_heartbeat(lease)
         try:
