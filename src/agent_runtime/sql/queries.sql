@@ -207,7 +207,7 @@ UPDATE tool_calls t
 SET state = %(state)s, result = %(result)s, remote_status = %(remote)s,
     confirm_generation = %(generation)s, confirmed_at = cr_now()
 FROM owned
-WHERE t.run_id = owned.id AND t.seq = %(seq)s AND t.state IN ('intent', 'redo')
+WHERE t.run_id = %(run)s AND t.seq = %(seq)s AND t.state IN ('intent', 'redo')
 RETURNING t.confirmed_at;
 
 -- name: redo_intent
@@ -223,7 +223,7 @@ WITH owned AS (
 UPDATE tool_calls t
 SET state = 'intent', generation = %(generation)s, intent_at = cr_now()
 FROM owned
-WHERE t.run_id = owned.id AND t.seq = %(seq)s AND t.state = 'redo'
+WHERE t.run_id = %(run)s AND t.seq = %(seq)s AND t.state = 'redo'
 RETURNING t.intent_at;
 
 -- name: load_decisions
