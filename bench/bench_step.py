@@ -12,19 +12,22 @@ What it compares, on one PostgreSQL server with fsync and synchronous_commit on:
   one tool is ``keyed`` and goes to the mock cloud's in-process transport (``--local-tool``:
   a ``read`` tool that calls nothing). A step is the whole of it: the ownership check,
   the model call, the decision, the intent, the tool call, the confirm;
+- **the journal only** (``bench/_floor.py``): the same four journal writes per step through
+  the runtime's ``Journal``, rows of the same size, on one connection, and nothing else (no
+  HTTP, no model, no tool, no worker): the floor under any step of this protocol here;
 - **a raw commit**: one single-row INSERT into a table with a primary key, autocommit,
   prepared, on a connection of its own; ``--commits`` in a row, their mean.
 
 With ``dbos`` installed, DBOS Transact's trivial step too (``bench/_dbos.py``: a workflow
 of ``--steps`` steps minus one of none), launched in this process on the same server.
 
-They alternate: raw commits, our steps, raw commits, DBOS's steps, raw commits, ...; each
-block's ratio is its step cost over the mean of the raw commits timed just before and
-just after it, so a disk whose flush latency drifts (a shared machine's does, by 10x
-within a minute) moves both sides of a ratio alike. It prints every rep (raw commit ms,
-step ms, ratio), the median ratios side by side, and what a step costs the server:
-transactions, WAL fsyncs, WAL records and bytes (``bench/_wal.py``), next to a raw
-commit's.
+They alternate: raw commits, our steps, raw commits, the journal's, raw commits, DBOS's
+steps, raw commits, ...; each block's ratio is its step cost over the mean of the raw
+commits timed just before and just after it, so a disk whose flush latency drifts (a
+shared machine's does, by 10x within a minute) moves both sides of a ratio alike. It
+prints every rep (raw commit ms, step ms, ratio), the median ratios side by side, and
+what a step costs the server: transactions, WAL fsyncs, WAL records and bytes
+(``bench/_wal.py``), next to a raw commit's.
 
 Figures, never pass/fail: the machine is shared, so run it twice.
 """
@@ -42,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _floor import JournalSteps
 from _loop import LoopRuns
 from _setup import database, database_name, fresh_journal, print_settings, scratch
 from _wal import Counters, Meter, RawCommit
@@ -194,6 +198,19 @@ def our_summary(reps: list[Rep]) -> str:
     )
 
 
+def floor_summary(ours: list[Rep], floor: list[Rep]) -> list[str]:
+    """The journal's writes alone (``bench/_floor.py``) beside the whole step."""
+    pairs = zip(ours, floor, strict=True)
+    beyond = statistics.median(a.block.step - b.block.step for a, b in pairs)
+    cpu = statistics.median(r.block.cpu for r in floor)
+    return [
+        summary("journal only", floor),
+        f"  the four journal writes of a step and nothing else (the floor under any step "
+        f"here); client CPU {cpu * 1e3:.3f} ms; a whole step costs {beyond * 1e3:.3f} ms more "
+        "(the model's and the tool's exchanges, the mocks, the worker)",
+    ]
+
+
 def dbos_counters(run: Callable[[int], None], meter: Meter, steps: int, runs: int) -> Counters:
     """What a DBOS step costs the server: ``runs`` long workflows minus as many empty
     ones, each group read after DBOS's connections idled long enough to publish their
@@ -216,11 +233,14 @@ def run_all(args: argparse.Namespace, url: str, state: Path) -> list[str]:
     meter = Meter(url, database_name(url))
     raw = RawCommit(url)
     runs = LoopRuns(url, state, remote=not args.local_tool)
+    floor = JournalSteps(url)
     dbos = None
     try:
         our_block(runs, meter, args.steps, 1, "warm")  # prepared statements, caches
+        floor.run(args.steps)
         subjects: list[Subject] = [
-            ("crashresume", lambda i: our_block(runs, meter, args.steps, args.runs, f"r{i}"))
+            ("crashresume", lambda i: our_block(runs, meter, args.steps, args.runs, f"r{i}")),
+            ("journal only", lambda i: timed_block(floor.run, args.steps, args.runs)),
         ]
         if args.no_dbos:
             pass
@@ -239,6 +259,7 @@ def run_all(args: argparse.Namespace, url: str, state: Path) -> list[str]:
         reps = alternate(subjects, raw, args.reps, args.commits)
         lines = [our_summary(reps[0])]
         lines.append(f"  raw commit: {raw.counted(meter, args.commits).line()}")
+        lines += floor_summary(reps[0], reps[1])
         side = [f"crashresume {median_ratio(reps[0]):.2f}x"]
         if dbos is not None:
             name = f"DBOS {_dbos.version()}"
@@ -249,18 +270,19 @@ def run_all(args: argparse.Namespace, url: str, state: Path) -> list[str]:
             finally:
                 dbos_meter.close()
             lines += [
-                summary(name, reps[1]),
+                summary(name, reps[2]),
                 f"  per step:   {counted.line()}",
                 f"  (read after {STATS_IDLE} s idle: DBOS's pooled connections publish their "
                 "statistics only then)",
             ]
-            side.append(f"{name} {median_ratio(reps[1]):.2f}x")
+            side.append(f"{name} {median_ratio(reps[2]):.2f}x")
         lines.append(f"side by side, median ratio to one raw durable commit: {', '.join(side)}")
         return lines
     finally:
         if dbos is not None:
             dbos.close()
         runs.close()
+        floor.close()
         raw.close()
         meter.close()
 
