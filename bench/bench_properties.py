@@ -35,7 +35,9 @@ from tempfile import TemporaryDirectory
 from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # properties/ is not installed
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _split import Split, split_line
 from agent_runtime.crash import CRASH_POINTS
 from properties import scope
 from properties.driving import Stats
@@ -54,8 +56,10 @@ PREVIOUS: dict[str, dict[str, float]] = {
 TARGET: Final = {"events_per_s": 500, "crash_restarts_per_s": 50}
 
 
-def machine_throughput(runner: ScheduleRunner, examples: int) -> dict[str, float]:
-    """The Hypothesis machine alone (``small_scope=False``): its events over its own time."""
+def machine_throughput(runner: ScheduleRunner, examples: int) -> dict[str, Any]:
+    """The Hypothesis machine alone (``small_scope=False``): its events over its own time,
+    and where that time went (:class:`_split.Split`)."""
+    split = Split(runner)
     result = explore(
         runner,
         profile="ci",
@@ -66,7 +70,9 @@ def machine_throughput(runner: ScheduleRunner, examples: int) -> dict[str, float
     )
     if result.error is not None:
         raise SystemExit(f"the benchmark found a failure, fix that first: {result.error}")
-    return _rates(result.stats, result.elapsed, examples=result.stats.examples)
+    rates: dict[str, Any] = _rates(result.stats, result.elapsed, examples=result.stats.examples)
+    rates["split"] = split.figures(result.elapsed)
+    return rates
 
 
 def grid_throughput(runner: ScheduleRunner) -> dict[str, float]:
@@ -187,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             f"events/s, {g['crash_restarts_per_s']} crash-restarts/s, {g['db_crashes']} "
             "database crashes"
         )
+        print(split_line(m["split"]))
     print(f"database crash and restart: {restart_ms:.0f} ms on average ({restarts} of them)")
     inprocess = figures.get("inprocess")
     if inprocess is not None:
