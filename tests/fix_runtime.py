@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from agent_runtime import db
+from agent_runtime.journal import Journal
+from agent_runtime.records import Lease
 
 AGENT_TIMEOUT = 60  # seconds one agent process may take before the test fails
 
@@ -21,6 +23,17 @@ def reset_journal(conn: db.Connection) -> None:
     """DELETE, not a new database: a few hundred microseconds per test."""
     db.run(conn, "delete_all_runs")
     conn.execute("UPDATE cr_clock SET skew = interval '0', frozen_at = NULL")
+
+
+def run_with_intent(conn: db.Connection, run_id: str, owner: str = "w") -> Lease:
+    """A run claimed by ``owner`` with one decision and its intent at seq 0, unconfirmed."""
+    journal = Journal(conn)
+    journal.create_run(run_id)
+    lease = journal.claim(run_id, owner, 60.0)
+    assert lease is not None
+    journal.record_decision(lease, 0, "create_server", {"name": "srv-1"})
+    journal.record_intent(lease, 0)
+    return lease
 
 
 @pytest.fixture

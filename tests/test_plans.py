@@ -20,9 +20,10 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from agent_runtime import db
-from agent_runtime.journal import Journal
 from agent_runtime.queries import query
 from agent_runtime.records import Lease
+
+from .fix_runtime import run_with_intent
 
 OTHER_RUNS = 10
 STEPS_EACH = 50  # other runs' calls: 500, a dozen pages of tool_calls
@@ -31,12 +32,7 @@ STEPS_EACH = 50  # other runs' calls: 500, a dozen pages of tool_calls
 @pytest.fixture
 def lease(conn: db.Connection) -> Lease:
     """A run holding an intent at seq 0 (and a redo at seq 1), among other runs' calls."""
-    journal = Journal(conn)
-    journal.create_run("planned")
-    lease = journal.claim("planned", "owner-1", 60.0)
-    assert lease is not None
-    journal.record_decision(lease, 0, "create_server", {"name": "srv-1"})
-    journal.record_intent(lease, 0)
+    lease = run_with_intent(conn, "planned", "owner-1")
     with conn.transaction():
         conn.execute(
             "INSERT INTO tool_calls (run_id, seq, idem_key, state, generation)"

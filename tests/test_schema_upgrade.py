@@ -7,6 +7,8 @@ from typing import Any
 from agent_runtime import db
 from agent_runtime.journal import Journal
 
+from .fix_runtime import run_with_intent
+
 
 def test_an_older_schema_is_upgraded_in_place_and_keeps_its_runs(conn: Any) -> None:
     Journal(conn).create_run("from-before")
@@ -33,11 +35,7 @@ ORDER BY 1, 2
 
 def test_a_schema_5_database_loses_its_step_keys_and_keeps_its_steps(conn: Any) -> None:
     journal = Journal(conn)
-    journal.create_run("from-5")
-    lease = journal.claim("from-5", "w", 12.0)
-    assert lease is not None
-    journal.record_decision(lease, 0, "create_server", {"name": "a"})
-    journal.record_intent(lease, 0)
+    run_with_intent(conn, "from-5")
     # what schema 5 had: a key from each step table to its parent, and idem_key unique
     for statement in (
         "ALTER TABLE model_answers ADD CONSTRAINT model_answers_run_id_fkey"
