@@ -5,7 +5,7 @@ makes for them (psycopg prepares from the first use). A confirm that named its c
 through the fence's row (``t.run_id = owned.id``) left the planner no key to look up while
 the journal was small: it scanned ``tool_calls`` in a fresh database and at a few hundred
 calls, and kept scanning as the journal grew until the next ANALYZE. Checked with
-``EXPLAIN EXECUTE`` of the generic plan on a journal of 500 calls (a size at which that
+``EXPLAIN EXECUTE`` of the generic plan on a journal of 400 calls (a size at which that
 statement scanned): counted by the server's planner, never timed.
 """
 
@@ -25,8 +25,8 @@ from agent_runtime.records import Lease
 
 from .fix_runtime import run_with_intent
 
-OTHER_RUNS = 10
-STEPS_EACH = 50  # other runs' calls: 500, a dozen pages of tool_calls
+OTHER_RUNS = 8
+STEPS_EACH = 50  # other runs' calls: 400, ten pages of tool_calls
 
 
 @pytest.fixture
