@@ -37,6 +37,7 @@ INTENDED = [
     "Result",
     "Run",
     "RunNotFound",
+    "RunTask",
     "RunUnavailable",
     "Settings",
     "StaleGeneration",

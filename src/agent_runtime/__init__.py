@@ -44,6 +44,7 @@ __all__ = [
     "Result",
     "Run",
     "RunNotFound",
+    "RunTask",
     "RunUnavailable",
     "Settings",
     "StaleGeneration",
@@ -89,6 +90,7 @@ _HOME = {
     "Result": "agent_runtime.tooldef",
     "Run": "agent_runtime.records",
     "RunNotFound": "agent_runtime.errors",
+    "RunTask": "agent_runtime.records",
     "RunUnavailable": "agent_runtime.errors",
     "Settings": "agent_runtime.config",
     "StaleGeneration": "agent_runtime.errors",
@@ -135,7 +137,7 @@ if _typing.TYPE_CHECKING:
         WrongEndpoint,
     )
     from agent_runtime.journal import Journal
-    from agent_runtime.records import Decision, History, Lease, Run, ToolCall
+    from agent_runtime.records import Decision, History, Lease, Run, RunTask, ToolCall
     from agent_runtime.supervisor import Supervisor
     from agent_runtime.tooldef import Call, Result, Tool, tool
     from agent_runtime.worker import Outcome, Worker
