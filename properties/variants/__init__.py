@@ -53,6 +53,8 @@ variant                    kind                    what is broken
                                                    answer: an answer's later calls are forgotten
 ``adopt_sees_calls_only``  wrong table             the adoption finds "no steps yet" by looking
                                                    at the calls: a decided, unsent step is lost
+``confirm_unjoined``      missing join            the confirm finds its call by key and no
+                                                   longer joins the fence: a zombie's lands
 =========================  ======================  ===========================================
 """
 
@@ -243,6 +245,12 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="wrong table",
             summary="the adoption looks for steps among the calls, missing an unsent decision",
             journal=journals.CallsOnlyAdoptJournal,
+        ),
+        Variant(
+            name="confirm_unjoined",
+            kind="missing join",
+            summary="the confirm finds its call by key without joining the fence",
+            journal=journals.UnjoinedConfirmJournal,
         ),
     )
 }

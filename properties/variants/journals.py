@@ -78,6 +78,16 @@ class CallsOnlyAdoptJournal(Journal):
         return written(self, twin, lease, what, **params)
 
 
+class UnjoinedConfirmJournal(Journal):
+    """confirm_unjoined: the confirm names its call by the key's values and the fence's CTE
+    is still there, but the update no longer joins it, so a worker that lost the run
+    confirms anyway (the slip the key-valued confirm of stop 19 makes easy)."""
+
+    def _write(self, name: str, lease: Lease, what: str, **params: Any) -> list[dict[str, Any]]:
+        twin = "unjoined_record_confirm" if name == "record_confirm" else name
+        return written(self, twin, lease, what, **params)
+
+
 class CarelessRenewalJournal(Journal):
     """renew_any_owner: the heartbeat's renewal finds the run by id and status only, so a
     worker that lost the run keeps its new owner's lease alive."""

@@ -97,6 +97,12 @@ EDITS: Final[dict[str, Edit]] = {
         replacement="FROM tool_calls d WHERE d.run_id = c.run_id",
         why="the adoption looks for steps among the calls: a decision without an intent is missed",
     ),
+    "unjoined_record_confirm": Edit(
+        base="record_confirm",
+        pattern=r"\nFROM owned\nWHERE t\.run_id = %\(run\)s",
+        replacement="\nWHERE t.run_id = %(run)s",
+        why="the confirm finds its call by key but no longer joins the fence: any worker's lands",
+    ),
     "overwrite_intent": Edit(
         base="record_intent",
         pattern=r"\nRETURNING intent_at$",
