@@ -190,7 +190,9 @@ RETURNING intent_at;
 -- already_done, a checked call's check, a read again), 'on' for a 'once' call, whose lost
 -- confirm would park the run for an operator. Progress (attempts 0, progress_at) is
 -- written only on the first confirm after a claim: later ones would change nothing a
--- reader uses, so the run row is locked, not rewritten.
+-- reader uses, so the run row is locked, not rewritten. The call is named by its key's
+-- values, the fence joined beside: through owned.id alone, the plan a connection keeps
+-- from a small journal scans tool_calls (tests/test_plans.py).
 WITH relaxed AS (
     SELECT set_config('synchronous_commit', %(commit)s, true) AS setting
 ), owned AS (
@@ -214,6 +216,7 @@ RETURNING t.confirmed_at;
 -- An operator ordered an in-doubt 'once' call sent again (state redo): before sending it,
 -- the worker makes it an intent of its own generation again, durably, so that a crash after
 -- this send finds an intent in doubt (and parks the run) instead of a redo to send once more.
+-- The call is named by its key's values, as in record_confirm.
 WITH owned AS (
     UPDATE runs SET updated_at = cr_now()
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
