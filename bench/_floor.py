@@ -15,42 +15,24 @@ answer and finish cancel.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from _loop import MODEL
+from _loop import USAGE, answer, task
 from agent_runtime import Journal, db
 
 OWNER = "bench.floor"
 
 
-def _answer(seq: int) -> dict[str, Any]:
-    """The assistant message the loop model gives for step ``seq``."""
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": f"call_{seq}",
-                "type": "function",
-                "function": {"name": "tick", "arguments": json.dumps({"n": seq})},
-            }
-        ],
-    }
-
-
 def _record(seq: int) -> dict[str, Any]:
-    """What the mock cloud answers for tick ``seq`` (its DNS record)."""
+    """What the keyed tick journals for step ``seq``: the mock cloud's DNS record, less
+    the status the tool returns apart."""
     return {
-        "id": f"dns-{seq:08x}",
+        "id": f"dns-{seq + 1:07d}",
+        "kind": "dns_record",
         "name": f"tick-{seq}.bench.test",
         "type": "A",
         "value": "10.0.0.1",
-        "idempotency_key": f"floor:{seq}",
     }
-
-
-USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
 class JournalSteps:
@@ -67,7 +49,7 @@ class JournalSteps:
         journal = self.journal
         run_id = f"floor-{self.runs}"
         self.runs += 1
-        journal.create_run(run_id, agent="bench-loop", input=f"{MODEL}: {steps} steps")
+        journal.create_run(run_id, agent="bench-loop", input=task(steps))
         lease = journal.claim(run_id, OWNER, 60.0)
         if lease is None:
             raise SystemExit(f"could not claim {run_id}")
@@ -77,13 +59,13 @@ class JournalSteps:
                 lease,
                 seq,
                 [("tick", {"n": seq}, f"call_{seq}")],
-                message=_answer(seq),
+                message=answer(seq, steps),
                 usage=USAGE,
             )
             call = journal.record_intent(lease, seq)
             journal.record_confirm(lease, call, _record(seq), "created")
         journal.check_owner(lease, "model call")
-        final = {"role": "assistant", "content": f"ticked {steps} times"}
+        final = answer(steps, steps)
         journal.record_answer(lease, steps, [("done", {}, None)], message=final, usage=USAGE)
         journal.finish(lease, final["content"])
 

@@ -88,9 +88,13 @@ class LoopModel(httpx.BaseTransport):
         return httpx.Response(200, json=_completion(done, int(wanted.group(1))), request=request)
 
 
-def _completion(done: int, steps: int) -> dict[str, Any]:
+USAGE: Final = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+def answer(done: int, steps: int) -> dict[str, Any]:
+    """The assistant message for a conversation with ``done`` tool results of ``steps``."""
     if done < steps:
-        message: dict[str, Any] = {
+        return {
             "role": "assistant",
             "content": None,
             "tool_calls": [
@@ -101,17 +105,23 @@ def _completion(done: int, steps: int) -> dict[str, Any]:
                 }
             ],
         }
-        finish = "tool_calls"
-    else:
-        message = {"role": "assistant", "content": f"ticked {done} times"}
-        finish = "stop"
+    return {"role": "assistant", "content": f"ticked {done} times"}
+
+
+def _completion(done: int, steps: int) -> dict[str, Any]:
     return {
         "id": f"bench-{done}",
         "object": "chat.completion",
         "created": 0,
         "model": MODEL,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "choices": [
+            {
+                "index": 0,
+                "message": answer(done, steps),
+                "finish_reason": "tool_calls" if done < steps else "stop",
+            }
+        ],
+        "usage": USAGE,
     }
 
 

@@ -25,6 +25,13 @@ def reset_journal(conn: db.Connection) -> None:
     conn.execute("UPDATE cr_clock SET skew = interval '0', frozen_at = NULL")
 
 
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of an ``EXPLAIN (FORMAT JSON)`` plan, the root first."""
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
 def run_with_intent(conn: db.Connection, run_id: str, owner: str = "w") -> Lease:
     """A run claimed by ``owner`` with one decision and its intent at seq 0, unconfirmed."""
     journal = Journal(conn)

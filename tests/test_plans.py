@@ -12,7 +12,6 @@ statement scanned): counted by the server's planner, never timed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -23,7 +22,7 @@ from agent_runtime import db
 from agent_runtime.queries import query
 from agent_runtime.records import Lease
 
-from .fix_runtime import run_with_intent
+from .fix_runtime import plan_nodes, run_with_intent
 
 OTHER_RUNS = 8
 STEPS_EACH = 50  # other runs' calls: 400, ten pages of tool_calls
@@ -53,12 +52,6 @@ def lease(conn: db.Connection) -> Lease:
     return lease
 
 
-def _plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _plan_nodes(child)
-
-
 def _generic_scans(conn: db.Connection, name: str, params: dict[str, Any], table: str) -> list[str]:
     """How the plan of query ``name`` that a connection keeps (the generic plan, made
     without the parameters' values) reads ``table``: one 'node type [index]' per scan."""
@@ -79,7 +72,7 @@ def _generic_scans(conn: db.Connection, name: str, params: dict[str, Any], table
     assert row is not None
     return [
         f"{n['Node Type']} [{n.get('Index Name', '')}]"
-        for n in _plan_nodes(row["QUERY PLAN"][0]["Plan"])
+        for n in plan_nodes(row["QUERY PLAN"][0]["Plan"])
         if n.get("Relation Name") == table and "Scan" in n["Node Type"]
     ]
 

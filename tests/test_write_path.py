@@ -28,6 +28,8 @@ from agent_runtime.worker import Worker
 from agent_runtime.workerpool import run_leased
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
+from .fix_runtime import plan_nodes
+
 STEPS = 3  # the provisioning agent's tool steps
 RUNS = 6
 # Durable commits of a run besides its steps: create, claim, finish.
@@ -162,12 +164,6 @@ class Counting(psycopg.Cursor[Any]):
         return super().execute(query, params, **kw)
 
 
-def _plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _plan_nodes(child)
-
-
 def test_a_restart_reads_its_history_in_one_indexed_statement(conn: db.Connection) -> None:
     journal = Journal(conn)
     lease = _started(journal, "history")
@@ -205,7 +201,7 @@ def test_a_restart_reads_its_history_in_one_indexed_statement(conn: db.Connectio
     explain = "EXPLAIN (FORMAT JSON) " + query("load_history").as_string(conn)
     row = conn.execute(explain.replace("%(run)s", "'history'")).fetchone()
     assert row is not None
-    nodes = list(_plan_nodes(row["QUERY PLAN"][0]["Plan"]))
+    nodes = list(plan_nodes(row["QUERY PLAN"][0]["Plan"]))
     scans = [n["Node Type"] for n in nodes if "Scan" in n["Node Type"]]
     indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
     assert "Seq Scan" not in scans, scans
@@ -350,14 +346,14 @@ def test_the_sweep_claims_from_a_backlog_in_index_order_without_sorting_it(
     finally:
         conn.execute("ROLLBACK")
     assert row is not None
-    nodes = list(_plan_nodes(row["QUERY PLAN"][0]["Plan"]))
+    nodes = list(plan_nodes(row["QUERY PLAN"][0]["Plan"]))
     sorted_keys = [key for n in nodes if n["Node Type"] == "Sort" for key in n["Sort Key"]]
     assert all(key.startswith("claimed.") for key in sorted_keys), sorted_keys  # the few claimed
     assert "runs_claim_order" in {n.get("Index Name") for n in nodes}
     give_up = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + query("give_up_exhausted")
     row = conn.execute(give_up, {"max_attempts": 10, "give_up_after": 300.0}).fetchone()
     assert row is not None
-    scans = list(_plan_nodes(row["QUERY PLAN"][0]["Plan"]))
+    scans = list(plan_nodes(row["QUERY PLAN"][0]["Plan"]))
     on_runs = [n for n in scans if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
     assert "Seq Scan" not in {n["Node Type"] for n in on_runs}
     assert "runs_attempts" in {n.get("Index Name") for n in scans}
