@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import Outcome, Settings, Worker, db
+from agent_runtime import Outcome, Settings, Worker, clock, db
 from agent_runtime.journal import Journal
 from examples.support import support_agent
 from mock_remotes import FaultTransport, Model, Support, model_transport, support_transport
@@ -119,7 +119,7 @@ def test_the_support_demo_resends_the_ticket_under_its_key_and_checks_the_email(
     assert "!!! CRASH_AT=after_call seq=2 -- os._exit(1)" in out
     key = f"{email_run}:2"
     assert f"before the restart the desk's GET /v1/messages?message_id={key} lists 1" in out
-    assert f"resending run={email_run} seq=2 key={key} effect=checked" in out
+    assert f"checking run={email_run} seq=2 key={key} effect=checked" in out
     assert f"what the desk answered about {key}: delivered, present" in out  # no second send
     email = _steps(conn, email_run)[2]
     assert (email["state"], email["effect"], email["remote_status"]) == (
@@ -153,18 +153,27 @@ def desk(tmp_path: Path) -> Iterator[Support]:
 
 
 def _run(conn: db.Connection, desk: httpx.BaseTransport, run_id: str, task: str) -> Outcome:
-    """The example agent, run to the end in this process against an in-process desk."""
+    """The example agent, run to the end in this process against an in-process desk. The
+    database clock is frozen and every wait of the worker moves it instead of sleeping (a
+    checked send's wait for its first attempt to land, a retry's backoff)."""
+    clock.freeze(conn)
+
+    def wait(seconds: float) -> None:
+        if seconds > 0:
+            clock.advance(conn, seconds)
+
     worker = Worker.build(
         Journal(conn),
         Settings(model_url="http://model/v1"),
         agents=support_agent("http://support"),
         transports={"model": model_transport(Model()), "support": desk},
-        sleep=lambda seconds: None,
+        sleep=wait,
     )
     try:
         return worker.run(run_id, input=task)
     finally:
         worker.close_clients()  # the connection is the test's
+        clock.thaw(conn)
 
 
 def _answers(desk: Support, ref: str) -> list[str]:

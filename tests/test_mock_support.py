@@ -302,7 +302,13 @@ def test_a_faults_call_replaces_only_the_fields_it_names(support_http: httpx.Cli
 
     shown = support_http.post("/admin/faults", json={"drop_after": 2}).json()
 
-    assert shown == {"fail_before": 1, "drop_after": 2, "latency": 0.5, "hang": 30.0}
+    assert shown == {
+        "fail_before": 1,
+        "drop_after": 2,
+        "latency": 0.5,
+        "hang": 30.0,
+        "send_latency": 0.0,
+    }
     assert support_http.get("/admin/faults").json() == shown
 
 

@@ -166,6 +166,11 @@ def demo(url: str, mocks: MockServers) -> int:
     unset = ("CRASH_AT", "CRASH_SEQ", "RUN_ID", "MODEL_PROTOCOL", "MODEL_NAME")
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(DATABASE_URL=url, MODEL_URL=f"{mocks.model_url}/v1", SUPPORT_URL=mocks.support_url)
+    # A checked send's restart waits until the first send can no longer land (its start plus
+    # TOOL_TIMEOUT plus IN_FLIGHT_MARGIN, 15 s by default) before it asks the desk; the
+    # desk here answers at once, so the demo keeps that bound short.
+    env.setdefault("TOOL_TIMEOUT", "2")
+    env.setdefault("IN_FLIGHT_MARGIN", "1")
     print(f"\nevery agent process below runs with MODEL_URL={env['MODEL_URL']}")
     print(f"SUPPORT_URL={mocks.support_url} DATABASE_URL={describe_url(url)}")
     runs = [f"support-{leg}-{uuid.uuid4().hex[:6]}" for leg in ("ticket", "email")]
@@ -177,8 +182,10 @@ def demo(url: str, mocks: MockServers) -> int:
     print("\nsummary")
     print("  file_ticket (keyed), died after its intent: the restart re-sent it under the")
     print("              same key and the desk filed one ticket")
-    print("  send_email (checked), died after the delivery: the restart asked the desk, found")
-    print("              the delivery, confirmed it and sent nothing: one email")
+    print("  send_email (checked), died after the delivery: the restart asked the desk only once")
+    print("              the first send could no longer land (awaiting-landing, if it was")
+    print("              still early), found the delivery, confirmed it and sent nothing:")
+    print("              one email")
     print("\nthe runs stay in the journal; look at them with")
     for run_id in runs:
         print(f"  python -m agent_runtime show {run_id}")

@@ -42,6 +42,8 @@ class SupportFaults:
     drop_after: int = 0  # next n successful tickets/sends: act, commit, lose the answer
     latency: float = 0.0  # seconds every ticket and send waits before acting
     hang: float = HANG  # seconds a dropped answer is held (a client timeout fires first)
+    send_latency: float = 0.0  # seconds every send (not a ticket) waits before acting: the
+    # email still lands after its sender timed out, died or checked (a request in flight)
 
 
 _Knobs = TypeVar("_Knobs", CloudFaults, ModelFaults, SupportFaults)

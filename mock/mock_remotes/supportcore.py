@@ -15,7 +15,8 @@ State lives in one SQLite file (`SqliteStore`): tickets, deliveries, id counters
 and a log of every answer the desk gave (`answers`): a lookup, a ticket, a send,
 a check, or the refusal of one. Knobs (`SupportFaults`) act on tickets and sends
 only, like the cloud's on its creates: `fail_before` refuses with 500 before
-acting, `drop_after` acts, commits, then loses the answer, `latency` waits first.
+acting, `drop_after` acts, commits, then loses the answer, `latency` waits first,
+`send_latency` makes a send alone wait first (the request acts after its sender gave up).
 """
 
 from __future__ import annotations
@@ -318,7 +319,7 @@ class Support(SqliteStore):
         wait: Callable[[float], None],
         generation: int | None,
     ) -> Outcome:
-        latency = self._faults.latency
+        latency = self._faults.latency + (self._faults.send_latency if op == "send_email" else 0)
         if latency > 0:
             wait(latency)
         with self._lock:

@@ -148,10 +148,12 @@ class RelaxedIntentJournal(Journal):
     session (for speed, like the confirm), so a database crash may lose an intent whose
     request already went out."""
 
-    def record_intent(self, lease: Lease, seq: int, effect: str = "keyed") -> ToolCall:
+    def record_intent(
+        self, lease: Lease, seq: int, effect: str = "keyed", in_flight: float | None = None
+    ) -> ToolCall:
         sqlfile.rows(self.conn, "session_relaxed_commit")
         try:
-            return super().record_intent(lease, seq, effect)
+            return super().record_intent(lease, seq, effect, in_flight)
         finally:
             sqlfile.rows(self.conn, "session_durable_commit")
 

@@ -22,6 +22,7 @@ __all__ = [
     "AgentRuntimeError",
     "BackingOff",
     "Call",
+    "CallInFlight",
     "ConfigError",
     "CrashPlan",
     "DatabaseError",
@@ -67,6 +68,7 @@ _HOME = {
     "Agent": "agent_runtime.agent",
     "AgentRuntimeError": "agent_runtime.errors",
     "BackingOff": "agent_runtime.errors",
+    "CallInFlight": "agent_runtime.errors",
     "Call": "agent_runtime.tooldef",
     "ConfigError": "agent_runtime.errors",
     "CrashPlan": "agent_runtime.crash",
@@ -115,6 +117,7 @@ if _typing.TYPE_CHECKING:
     from agent_runtime.errors import (
         AgentRuntimeError,
         BackingOff,
+        CallInFlight,
         ConfigError,
         DatabaseError,
         InvalidArguments,

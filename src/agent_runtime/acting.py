@@ -13,6 +13,16 @@
                  -> after_intent -> call once more (a crash after it: an intent in doubt,
                  which parks the run again; never a second send of its own)
 
+A request can outlive its sender, so every attempt's start is journaled, durably, before
+it leaves (the intent for the first, :meth:`~agent_runtime.journal.Journal.record_send` for
+each later one), with the moment until which it may still act at the remote (the tool's
+``in_flight`` bound, on the database clock). A ``checked`` call's check -- on a restart
+and on the worker's own retry alike -- runs only once that moment has passed: asked
+earlier, the remote could answer "absent" about a request it is still working on, and the
+send that follows would act twice. The worker waits it out (its heartbeat keeps the lease);
+when the database clock does not move while it waits (a frozen test clock), it releases the
+run until then instead (:class:`~agent_runtime.errors.CallInFlight`).
+
 A ``checked`` or ``once`` call's remote cannot fence a stale worker (no idempotency key, no
 generation it checks), so right before each attempt the worker asks the journal whether it
 still owns the run; a ``keyed`` remote refuses a stale generation itself, and a ``read``
@@ -37,6 +47,7 @@ from .backoff import Backoff
 from .crash import CrashPlan
 from .errors import (
     AgentRuntimeError,
+    CallInFlight,
     InvalidArguments,
     NeedsAttention,
     RemoteUnavailable,
@@ -71,13 +82,21 @@ class Actor:
         sleep: Callable[[float], None],
         backoff: Callable[[float], Backoff],
         typed_for: Callable[[str, Decision], Mapping[str, Any] | None] = lambda run, d: None,
+        in_flight: float | None = None,
     ) -> None:
+        """``in_flight``: seconds a request of a tool that declares no bound of its own may
+        still act after it was sent (the worker's ``Settings.in_flight``)."""
         self.journal = journal
         self.crash = crash
         self._guard = guard
         self._sleep = sleep
         self._backoff = backoff
         self._typed_for = typed_for
+        self._in_flight = in_flight
+
+    def bound(self, tool: Tool) -> float | None:
+        """Seconds an attempt of ``tool`` may still act at its remote after it was sent."""
+        return tool.in_flight if tool.in_flight is not None else self._in_flight
 
     def act(
         self, lease: Lease, tools: Mapping[str, Tool], decision: Decision, call: ToolCall | None
@@ -106,19 +125,20 @@ class Actor:
         first = call is None
         if call is None:
             self.crash.reached("before_intent", seq)
-            call = self.journal.record_intent(lease, seq, tool.effect)
+            call = self.journal.record_intent(lease, seq, tool.effect, self.bound(tool))
         elif call.state == "intent" and call.effect == "once":
             self._park(lease, call, f"tool {tool.name} is 'once' and its call may have acted")
         elif call.state == "redo":
             self.crash.reached("before_intent", seq)
-            call = self.journal.record_redo(lease, call)
+            call = self.journal.record_redo(lease, call, self.bound(tool))
             log.info(
                 "resending run=%s seq=%d key=%s effect=%s",
                 lease.run_id, seq, call.idem_key, "redo ordered by an operator",
             )  # fmt: skip
         else:
             log.info(
-                "resending run=%s seq=%d key=%s effect=%s",
+                "%s run=%s seq=%d key=%s effect=%s",
+                "checking" if call.effect == "checked" else "resending",
                 lease.run_id, seq, call.idem_key, call.effect,
             )  # fmt: skip
         self.crash.reached("after_intent", seq)
@@ -170,11 +190,15 @@ class Actor:
                 self._guard(lease)
                 self._still_owner(lease, tool, call)
             attempted = Call(**{**context.__dict__, "attempt": attempt})
+            again = checking or attempt > 1  # an earlier attempt may have left
             try:
-                if tool.effect == "checked" and (checking or attempt > 1):
+                if tool.effect == "checked" and again:
+                    self._await_landing(lease, call)
                     found = tool.look_typed(attempted, args)
                     if found is not None:
                         return "confirmed", found
+                if again and tool.effect != "read":
+                    call = self.journal.record_send(lease, call, self.bound(tool))
                 return "confirmed", tool.invoke(attempted, args)
             except AgentRuntimeError:
                 raise
@@ -194,6 +218,30 @@ class Actor:
             f"{tool.retries + 1} attempt(s) (last: {problem}); the intent stays on record "
             f"and a restart resolves it as {tool.effect!r}"
         )
+
+    def _await_landing(self, lease: Lease, call: ToolCall) -> None:
+        """Return once no journaled attempt of ``call`` can act any more (on the database
+        clock), sleeping meanwhile; :class:`CallInFlight` when the clock hardly moved while
+        this worker slept (less than half the wait: a frozen or skewed clock), so the run
+        is released until then rather than checked early."""
+        waited: float | None = None
+        while True:
+            seconds = self.journal.landing_wait(lease, call)
+            if seconds <= 0:
+                return
+            if waited is not None and waited - seconds < waited / 2:
+                raise CallInFlight(
+                    f"call {call.idem_key} may still act at its remote for {seconds:.3f}s "
+                    "more (an earlier attempt's in-flight bound) and the clock did not move "
+                    "while this worker waited; released until then, never checked early",
+                    retry_after=seconds,
+                )
+            log.info(
+                "awaiting-landing run=%s seq=%d key=%s seconds=%.3f",
+                lease.run_id, call.seq, call.idem_key, seconds,
+            )  # fmt: skip
+            self._sleep(seconds)
+            waited = seconds
 
     def _still_owner(self, lease: Lease, tool: Tool, call: ToolCall) -> None:
         """Before an attempt whose remote fences nothing: unless this worker still owns the

@@ -23,6 +23,8 @@ HEARTBEAT = 3.0  # seconds between lease renewals
 POLL = 3.0  # seconds between supervisor sweeps
 MODEL_TIMEOUT = 30.0  # seconds for one model answer
 TOOL_TIMEOUT = 10.0  # seconds for one cloud request
+IN_FLIGHT_MARGIN = 5.0  # seconds a request may still act at its remote after its sender's
+# timeout: a tool's default in-flight bound is TOOL_TIMEOUT plus this (see tooldef.in_flight)
 TOOL_RETRIES = 3  # extra attempts at a cloud request after a 5xx or a timeout
 MODEL_RETRIES = 3  # extra attempts at a model question after a connect error, 5xx or timeout
 RETRY_BACKOFF = 0.2  # seconds before a client's first retry, doubled each time (with jitter)
@@ -51,6 +53,7 @@ class Settings:
     poll: float = POLL
     model_timeout: float = MODEL_TIMEOUT
     tool_timeout: float = TOOL_TIMEOUT
+    in_flight_margin: float = IN_FLIGHT_MARGIN
     tool_retries: int = TOOL_RETRIES
     model_retries: int = MODEL_RETRIES
     retry_backoff: float = RETRY_BACKOFF
@@ -76,7 +79,13 @@ class Settings:
                 f"heartbeat ({self.heartbeat}s) must be shorter than the lease ({self.lease}s), "
                 "or a live worker's lease would expire between two renewals"
             )
-        for name in ("retry_backoff", "run_backoff", "run_backoff_cap", "give_up_after"):
+        for name in (
+            "retry_backoff",
+            "run_backoff",
+            "run_backoff_cap",
+            "give_up_after",
+            "in_flight_margin",
+        ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be >= 0 seconds, got {value}")
@@ -105,6 +114,12 @@ class Settings:
 
     def with_changes(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def in_flight(self) -> float:
+        """Seconds a tool's request may still act after it was sent, for a tool that
+        declares no bound of its own: the tool timeout plus the in-flight margin."""
+        return self.tool_timeout + self.in_flight_margin
 
     def run_backoff_rule(self, rand: Callable[[], float] = uniform) -> Backoff:
         """The waits of a run released on a resumable error, before its next claim."""
@@ -171,7 +186,7 @@ def _integer(env: Mapping[str, str], name: str, default: int | None) -> int | No
 def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
     ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``, ``TOOL_TIMEOUT``,
-    ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``, ``MAX_ATTEMPTS``,
+    ``IN_FLIGHT_MARGIN``, ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``, ``MAX_ATTEMPTS``,
     ``GIVE_UP_AFTER``, ``MODEL_PROTOCOL``, ``MODEL_NAME``, ``MODEL_API_KEY`` (else
     ``OPENAI_API_KEY``); keyword overrides (``None``: not given) win."""
     env = os.environ if env is None else env
@@ -185,6 +200,7 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
         "heartbeat": _number(env, "HEARTBEAT", HEARTBEAT),
         "poll": _number(env, "POLL", POLL),
         "tool_timeout": _number(env, "TOOL_TIMEOUT", TOOL_TIMEOUT),
+        "in_flight_margin": _number(env, "IN_FLIGHT_MARGIN", IN_FLIGHT_MARGIN),
         "model_timeout": _number(env, "MODEL_TIMEOUT", MODEL_TIMEOUT),
         "run_backoff": _number(env, "RUN_BACKOFF", RUN_BACKOFF),
         "run_backoff_cap": _number(env, "RUN_BACKOFF_CAP", RUN_BACKOFF_CAP),

@@ -28,7 +28,10 @@ and carries the process exit code the CLI uses for it::
     │   └── UnusableDecision   a journaled decision this runtime cannot act on (exit 3)
     ├── RemoteError            a tool's remote did not act, or said no
     │   ├── RemoteUnavailable  5xx, timeouts or a tool's retryable exceptions past the
-    │   │                      retry budget                                (exit 4)
+    │   │   │                  retry budget                                (exit 4)
+    │   │   └── CallInFlight   a checked call's earlier attempt may still act: its check
+    │   │                      must wait, and the clock did not move; the run is released
+    │   │                      until the attempt can no longer land       (exit 4)
     │   ├── RemoteRejected     a 4xx the run cannot recover from           (exit 3)
     │   └── StaleGeneration    the cloud fenced a call from an old owner    (exit 5)
     └── UnexpectedError        a bug: an exception the runtime has no name for, raised
@@ -146,6 +149,16 @@ class RemoteError(AgentRuntimeError):
 
 class RemoteUnavailable(RemoteError):
     pass
+
+
+class CallInFlight(RemoteUnavailable):
+    """A ``checked`` call cannot be checked yet: an earlier attempt of it may still act at
+    the remote for ``retry_after`` seconds (on the database clock), and waiting here did
+    not bring that moment closer. The run is released until then, never checked early."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class RemoteRejected(RemoteError):

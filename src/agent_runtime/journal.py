@@ -201,10 +201,20 @@ class Journal:
             for r in rows
         ]
 
-    def record_intent(self, lease: Lease, seq: int, effect: str = "keyed") -> ToolCall:
+    def record_intent(
+        self, lease: Lease, seq: int, effect: str = "keyed", in_flight: float | None = None
+    ) -> ToolCall:
+        """The call's intent, durable before it is sent: the first attempt's start, whose
+        request may still act until ``in_flight`` seconds later (None: no bound)."""
         key = idempotency_key(lease.run_id, seq)
         row = self._fenced(
-            "record_intent", lease, f"intent seq={seq}", seq=seq, key=key, effect=effect
+            "record_intent",
+            lease,
+            f"intent seq={seq}",
+            seq=seq,
+            key=key,
+            effect=effect,
+            in_flight=in_flight,
         )
         return ToolCall(
             seq=seq,
@@ -217,14 +227,42 @@ class Journal:
             intent_at=row["intent_at"],
             confirmed_at=None,
             effect=effect,
+            lands_by=row["lands_by"],
         )
 
-    def record_redo(self, lease: Lease, call: ToolCall) -> ToolCall:
+    def record_send(self, lease: Lease, call: ToolCall, in_flight: float | None) -> ToolCall:
+        """One more attempt of ``call`` is about to leave: its start, durable before it is
+        sent, so that a later check waits out this request too."""
+        row = self._fenced(
+            "record_send",
+            lease,
+            f"send seq={call.seq}",
+            seq=call.seq,
+            in_flight=in_flight,
+        )
+        return replace(call, lands_by=row["lands_by"], sends=row["sends"])
+
+    def landing_wait(self, lease: Lease, call: ToolCall) -> float:
+        """Seconds (on the database clock) until no journaled attempt of ``call`` can act
+        any more; :class:`LeaseLost` unless this owner still holds the run."""
+        row = self._fenced("landing_wait", lease, f"check of {call.idem_key}", seq=call.seq)
+        seconds: float = row["seconds"]
+        return seconds
+
+    def record_redo(self, lease: Lease, call: ToolCall, in_flight: float | None = None) -> ToolCall:
         """An operator's redo becomes this generation's intent again, before it is sent: a
-        crash after the send then leaves an intent in doubt, never a second redo."""
-        row = self._fenced("redo_intent", lease, f"intent seq={call.seq}", seq=call.seq)
+        crash after the send then leaves an intent in doubt, never a second redo. It is an
+        attempt like any other: journaled with its in-flight bound."""
+        row = self._fenced(
+            "redo_intent", lease, f"intent seq={call.seq}", seq=call.seq, in_flight=in_flight
+        )
         return replace(
-            call, state="intent", generation=lease.generation, intent_at=row["intent_at"]
+            call,
+            state="intent",
+            generation=lease.generation,
+            intent_at=row["intent_at"],
+            lands_by=row["lands_by"],
+            sends=row["sends"],
         )
 
     def record_confirm(
@@ -261,6 +299,8 @@ class Journal:
             intent_at=call.intent_at,
             confirmed_at=row["confirmed_at"],
             effect=call.effect,
+            lands_by=call.lands_by,
+            sends=call.sends,
         )
 
 

@@ -75,10 +75,12 @@ class ToolCall:
     intent_at: datetime
     confirmed_at: datetime | None
     effect: str = "keyed"  # the tool's effect contract when the intent was written
+    lands_by: datetime | None = None  # until when its latest attempt may still act (cr_now())
+    sends: int = 1  # attempts journaled as sent
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ToolCall:
-        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__ if k in row})
 
     @property
     def confirmed(self) -> bool:

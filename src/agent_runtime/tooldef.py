@@ -30,6 +30,16 @@ once      never call again: the run stops as *needs attention* and an operator
           decides (``resolve RUN --seq N --confirm JSON | --redo | --fail``)
 ========  =====================================================================
 
+A request can outlive its sender: the remote may still act on it after the caller timed
+out, died or retried. ``in_flight`` (seconds) is how long after an attempt is sent its
+request may still act; by default the worker's ``tool_timeout`` plus ``in_flight_margin``
+(``TOOL_TIMEOUT`` + ``IN_FLIGHT_MARGIN``, 10 + 5 s). Every attempt's start is journaled
+with it, and a ``checked`` call is checked only once every earlier attempt is past its
+bound (on the database clock): that bound is the one promise a checked remote must keep --
+a request it has not acted on within ``in_flight`` seconds of being sent never acts. A tool
+whose client waits longer than ``tool_timeout`` (its own timeout, retries of its own) must
+declare a bound that covers them.
+
 An exception listed in ``retry_on`` means "the effect may or may not have happened":
 the call is retried by its contract (``once``: parked). Any other exception is a clear
 failure of that call: it is recorded, and the model sees the error as the call's result.
@@ -106,6 +116,8 @@ class Tool:
     retry_on: tuple[type[BaseException], ...] = RETRY_ON
     retries: int = RETRIES
     backoff: float = BACKOFF
+    in_flight: float | None = None  # seconds a request may still act after it was sent
+    # (None: the worker's tool_timeout + in_flight_margin)
     checker: Check | None = field(default=None)
 
     def check(self, fn: Check) -> Check:
@@ -195,6 +207,7 @@ def tool(
     retry_on: tuple[type[BaseException], ...] = RETRY_ON,
     retries: int = RETRIES,
     backoff: float = BACKOFF,
+    in_flight: float | None = None,
 ) -> Tool: ...
 
 
@@ -208,6 +221,7 @@ def tool(
     retry_on: tuple[type[BaseException], ...] = RETRY_ON,
     retries: int = RETRIES,
     backoff: float = BACKOFF,
+    in_flight: float | None = None,
 ) -> Callable[[Fn], Tool]: ...
 
 
@@ -220,12 +234,19 @@ def tool(
     retry_on: tuple[type[BaseException], ...] = RETRY_ON,
     retries: int = RETRIES,
     backoff: float = BACKOFF,
+    in_flight: float | None = None,
 ) -> Tool | Callable[[Fn], Tool]:
-    """Make a :class:`Tool` of ``fn``: ``@tool(effect="keyed")`` above a function."""
+    """Make a :class:`Tool` of ``fn``: ``@tool(effect="keyed")`` above a function.
+
+    ``in_flight``: seconds after an attempt is sent during which its request may still act
+    at the remote (default: the worker's tool timeout plus its in-flight margin); a
+    ``checked`` call is never checked before every earlier attempt is past it."""
     if effect not in EFFECTS:
         raise ConfigError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
     if retries < 0 or backoff < 0:
         raise ConfigError("retries and backoff must be >= 0")
+    if in_flight is not None and not (in_flight >= 0 and in_flight < float("inf")):
+        raise ConfigError(f"in_flight must be a finite number of seconds >= 0, got {in_flight}")
 
     def make(fn: Fn) -> Tool:
         tool_name = name or fn.__name__
@@ -238,6 +259,7 @@ def tool(
             retry_on=retry_on,
             retries=retries,
             backoff=backoff,
+            in_flight=in_flight,
         )
 
     return make(fn) if fn is not None else make

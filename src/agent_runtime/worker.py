@@ -44,6 +44,7 @@ from .crash import CrashPlan
 from .deciding import Decider
 from .errors import (
     AgentRuntimeError,
+    CallInFlight,
     LeaseLost,
     UnexpectedError,
 )
@@ -136,6 +137,7 @@ class Worker:
             sleep=sleep,
             backoff=lambda base: Backoff(base=base, cap=settings.run_backoff_cap, rand=rand),
             typed_for=self.decider.typed_for,
+            in_flight=settings.in_flight,
         )
         self._heartbeat: Heartbeat | None = None
 
@@ -409,6 +411,8 @@ class Worker:
                 log.error("failed run=%s reason=%r", run_id, reason, exc_info=cause)
             else:
                 delay = self.backoff.delay(self.journal.require_run(run_id).attempts)
+                if isinstance(exc, CallInFlight):  # not before the call can no longer land
+                    delay = max(delay, exc.retry_after)
                 self.journal.release(lease, reason, delay)
                 log.error("stopped run=%s resumable=yes reason=%r", run_id, reason, exc_info=cause)
         except AgentRuntimeError as inner:

@@ -173,16 +173,50 @@ RETURNING seq, llm_call, decided_at;
 -- name: record_intent
 -- Durable: the call goes out only after this commit, which also flushes the decision
 -- before it. The run row is locked (FOR SHARE: a claim waits, and a claim that came first
--- leaves nothing to lock), not rewritten.
+-- leaves nothing to lock), not rewritten. The intent is the first attempt's start:
+-- lands_by, until when that request may still act at the remote (%(in_flight)s seconds on,
+-- NULL when the caller gave no bound).
 WITH owned AS (
     SELECT id FROM runs
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
       AND status = 'running'
     FOR SHARE
 )
-INSERT INTO tool_calls (run_id, seq, idem_key, state, generation, effect)
-SELECT id, %(seq)s, %(key)s, 'intent', %(generation)s, %(effect)s FROM owned
-RETURNING intent_at;
+INSERT INTO tool_calls (run_id, seq, idem_key, state, generation, effect, lands_by)
+SELECT id, %(seq)s, %(key)s, 'intent', %(generation)s, %(effect)s,
+       cr_now() + make_interval(secs => %(in_flight)s::double precision)
+FROM owned
+RETURNING intent_at, lands_by;
+
+-- name: record_send
+-- One more attempt of a call in doubt is about to leave (a retry, or a restart's re-send):
+-- its start, durably, before it is sent, so that whoever checks the call later waits out
+-- this request too. lands_by never moves back. Fenced like the intent (the run row
+-- locked FOR SHARE, not rewritten); the call is named by its key's values.
+WITH owned AS (
+    SELECT id FROM runs
+    WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
+      AND status = 'running'
+    FOR SHARE
+)
+UPDATE tool_calls t
+SET sends = t.sends + 1,
+    lands_by = GREATEST(t.lands_by, cr_now() + make_interval(secs => %(in_flight)s::double precision))
+FROM owned
+WHERE t.run_id = %(run)s AND t.seq = %(seq)s AND t.state = 'intent'
+RETURNING t.lands_by, t.sends;
+
+-- name: landing_wait
+-- Seconds until every journaled attempt of the call can no longer act (0 once lands_by has
+-- passed, or when none was journaled), read only while this owner holds the run: no row
+-- means the run is no longer ours (it doubles as the ownership check before a check).
+SELECT GREATEST(0, COALESCE(EXTRACT(EPOCH FROM t.lands_by - cr_now()), 0))::double precision
+           AS seconds,
+       t.lands_by
+FROM runs r
+JOIN tool_calls t ON t.run_id = %(run)s AND t.seq = %(seq)s
+WHERE r.id = %(run)s AND r.owner = %(owner)s AND r.generation = %(generation)s
+  AND r.status = 'running';
 
 -- name: record_confirm
 -- The call's answer, committed as %(commit)s says: 'off' (not waiting for the WAL flush)
@@ -224,10 +258,11 @@ WITH owned AS (
     RETURNING id
 )
 UPDATE tool_calls t
-SET state = 'intent', generation = %(generation)s, intent_at = cr_now()
+SET state = 'intent', generation = %(generation)s, intent_at = cr_now(), sends = t.sends + 1,
+    lands_by = GREATEST(t.lands_by, cr_now() + make_interval(secs => %(in_flight)s::double precision))
 FROM owned
 WHERE t.run_id = %(run)s AND t.seq = %(seq)s AND t.state = 'redo'
-RETURNING t.intent_at;
+RETURNING t.intent_at, t.lands_by, t.sends;
 
 -- name: load_decisions
 SELECT seq, tool, args, llm_call, generation, decided_at, call_id
@@ -235,7 +270,7 @@ FROM decisions WHERE run_id = %(run)s ORDER BY seq;
 
 -- name: load_tool_calls
 SELECT seq, idem_key, state, result, remote_status, generation, confirm_generation,
-       intent_at, confirmed_at, effect
+       intent_at, confirmed_at, effect, lands_by, sends
 FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
 
 -- name: load_history
@@ -245,7 +280,7 @@ FROM tool_calls WHERE run_id = %(run)s ORDER BY seq;
 -- The calls of one answer repeat its message; that is the one redundancy.
 SELECT d.seq, d.tool, d.args, d.llm_call, d.generation, d.decided_at, d.call_id,
        t.idem_key, t.state, t.result, t.remote_status, t.generation AS call_generation,
-       t.confirm_generation, t.intent_at, t.confirmed_at, t.effect,
+       t.confirm_generation, t.intent_at, t.confirmed_at, t.effect, t.lands_by, t.sends,
        a.message, a.usage, a.generation AS answer_generation, a.answered_at
 FROM decisions d
 LEFT JOIN tool_calls t ON t.run_id = d.run_id AND t.seq = d.seq

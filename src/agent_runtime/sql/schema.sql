@@ -171,6 +171,16 @@ ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_remote_status_check CHECK (remo
     'failed'        -- the call failed (state 'failed')
 ));
 
+-- Schema 8: a request can outlive its sender (it may still act at the remote after the
+-- caller timed out, died or retried). Every attempt's start is journaled, durably, before
+-- it leaves: the intent for the first, record_send for each later one. lands_by is the
+-- moment until which the latest of them may still act (its start plus the tool's in-flight
+-- bound, on cr_now()); a checked call's check waits until it has passed (acting.py).
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS lands_by timestamptz;  -- NULL: an older row,
+                                                                      -- no bound journaled
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS sends integer NOT NULL DEFAULT 1;  -- attempts
+                                                  -- journaled as sent (a read's not counted)
+
 -- Audit trail of lease claims, for the operator view: who took a run over, when, and why.
 CREATE TABLE IF NOT EXISTS run_claims (
     run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
@@ -244,4 +254,4 @@ CREATE INDEX IF NOT EXISTS call_resolutions_of_run ON call_resolutions (run_id);
 
 -- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
 -- half-applied schema is applied again.
-COMMENT ON TABLE runs IS 'crashresume schema 7';
+COMMENT ON TABLE runs IS 'crashresume schema 8';
