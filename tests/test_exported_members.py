@@ -15,6 +15,7 @@ INTENDED = [
     "AgentRuntimeError",
     "BackingOff",
     "Call",
+    "CallInFlight",
     "ConfigError",
     "CrashPlan",
     "DatabaseError",

@@ -98,7 +98,15 @@ def test_a_confirm_updates_its_call_through_the_calls_key(
 
 
 def test_a_redo_becomes_an_intent_through_the_calls_key(conn: db.Connection, lease: Lease) -> None:
-    params = {**_fence(lease), "seq": 1}
+    params = {**_fence(lease), "seq": 1, "in_flight": 15.0}
     assert _generic_scans(conn, "redo_intent", params, "tool_calls") == [
         "Index Scan [tool_calls_pkey]"
     ]
+
+
+@pytest.mark.parametrize("name", ["record_send", "landing_wait"])
+def test_a_send_and_the_wait_before_a_check_find_their_call_through_its_key(
+    conn: db.Connection, lease: Lease, name: str
+) -> None:
+    params = {**_fence(lease), "seq": 0, "in_flight": 15.0}
+    assert _generic_scans(conn, name, params, "tool_calls") == ["Index Scan [tool_calls_pkey]"]
