@@ -44,7 +44,10 @@ def make_tools(wiring: Wiring, desk_url: str) -> list[Tool]:
         ticket = answer(desk.post("/v1/tickets", json=sent, headers=call.headers()))
         return Result(ticket, status=ticket["status"])  # created, or already_done
 
-    @tool(effect="checked", retry_on=retry_on)  # sending twice delivers twice: check first
+    # Sending twice delivers twice: check first. The check waits until no earlier send can
+    # still land: the desk promises to act on a send within TOOL_TIMEOUT + IN_FLIGHT_MARGIN
+    # seconds of receiving it, or never (`in_flight=` declares another bound).
+    @tool(effect="checked", retry_on=retry_on)
     def send_email(call: Call, to: str, subject: str, body: str) -> Any:
         """Email a customer."""
         mail = {"message_id": call.key, "to": to, "subject": subject, "body": body}
