@@ -341,6 +341,9 @@ class Driving(ABC):
             return False
         if kind == "RemoteUnavailable":
             return self.cloud_faults_armed
+        if kind == "CallInFlight":  # a checked call whose earlier attempt may still land
+            found = sqlfile.one(self.conn, "in_flight_release", {"run": w.run})
+            return bool(found and found["explained"])
         if kind in ("NeedsAttention", "RunUnavailable"):  # parked, or found parked
             return self._status(w.run) == "needs_attention"
         if kind == "BackingOff":  # a restart of a run released on an error, before its wait

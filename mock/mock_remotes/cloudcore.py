@@ -46,6 +46,7 @@ from mock_remotes.errors import (
     StaleGeneration,
 )
 from mock_remotes.faults import CloudFaults, taken, updated
+from mock_remotes.inflight import Held, Holding
 
 __all__ = [
     "KINDS",
@@ -232,6 +233,7 @@ class Cloud(SqliteStore):
         super().__init__(path, "cloud.sql", synchronous)
         self._baseline = updated(CloudFaults(), {"latency": latency})
         self._faults = self._baseline
+        self.holding = Holding()  # requests received and not acted on yet (hold_next)
         logger.info("mock cloud store=%s synchronous=%s", self.path, synchronous)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -241,6 +243,7 @@ class Cloud(SqliteStore):
         with self._lock:
             self._db.executescript(self._sql["reset"])
             self._faults = self._baseline
+        self.holding.forget()
         logger.info("mock cloud reset store=%s", self.path)
 
     # -- knobs -----------------------------------------------------------------------
@@ -283,9 +286,15 @@ class Cloud(SqliteStore):
         if latency > 0:
             wait(latency)
         with self._lock:
-            fail = self._take("fail_before")
+            self._faults, hold = taken(self._faults, "hold_next")
+            fail = not hold and self._take("fail_before")
             with self._transaction():
                 self._run("count_request", key=key)
+                if hold:  # received; it acts at a landing, or never
+                    self._answered(key, generation, Held.code, dropped=False)
+                    raise self.holding.hold(
+                        kind, key, generation, lambda: self._land(kind, key, args, generation)
+                    )
                 try:
                     if fail:
                         raise InjectedFailure("fail_before knob: refused before acting")
@@ -299,6 +308,18 @@ class Cloud(SqliteStore):
                 logger.info("mock cloud drops the answer key=%s", key)
                 return Outcome(status=outcome.status, body=outcome.body, hold=self._faults.hang)
             return outcome
+
+    def _land(self, kind: Kind, key: str, args: object, generation: int | None) -> str:
+        """Act on a held request now; its answer is logged as dropped (nobody hears it)."""
+        with self._lock, self._transaction():
+            try:
+                outcome = self._apply(kind, key, validate_args(kind, args), generation)
+                answer: str = outcome.body["status"]
+            except MockError as exc:
+                answer = exc.code
+            self._answered(key, generation, answer, dropped=True)
+        logger.info("mock cloud landed a held request key=%s answer=%s", key, answer)
+        return answer
 
     def _answered(self, key: str, generation: int | None, answer: str, *, dropped: bool) -> None:
         self._run(

@@ -24,6 +24,7 @@ from mock_remotes.errors import (
     MissingIdempotencyKey,
     UnknownKey,
 )
+from mock_remotes.inflight import holding_routes
 
 __all__ = ["cloud_router"]
 
@@ -121,4 +122,5 @@ def cloud_router(cloud: Cloud) -> Router:
         """Liveness."""
         return Reply.of(200, {"ok": True, "service": "mock-cloud"})
 
+    holding_routes(router, cloud.holding)
     return router

@@ -26,6 +26,7 @@ class CloudFaults:
     drop_after: int = 0  # next n successful mutating requests: act, commit, lose the answer
     latency: float = 0.0  # seconds every mutating request waits before acting
     hang: float = HANG  # seconds a dropped answer is held (a client timeout fires first)
+    hold_next: int = 0  # next n mutating requests: answered 504 held, acted only at a landing
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +45,7 @@ class SupportFaults:
     hang: float = HANG  # seconds a dropped answer is held (a client timeout fires first)
     send_latency: float = 0.0  # seconds every send (not a ticket) waits before acting: the
     # email still lands after its sender timed out, died or checked (a request in flight)
+    hold_next: int = 0  # next n tickets/sends: answered 504 held, acted only at a landing
 
 
 _Knobs = TypeVar("_Knobs", CloudFaults, ModelFaults, SupportFaults)

@@ -43,6 +43,7 @@ from mock_remotes.errors import (
     UnknownOrder,
 )
 from mock_remotes.faults import SupportFaults, taken, updated
+from mock_remotes.inflight import Held, Holding
 
 __all__ = ["ORDERS", "Delivery", "DeskAnswer", "Operation", "Support", "Ticket"]
 
@@ -228,6 +229,7 @@ class Support(SqliteStore):
         """
         super().__init__(path, "support.sql", synchronous)
         self._baseline = updated(SupportFaults(), {"latency": latency})
+        self.holding = Holding()  # requests received and not acted on yet (hold_next)
         self._faults = self._baseline
         logger.info("mock support store=%s synchronous=%s", self.path, synchronous)
 
@@ -249,6 +251,7 @@ class Support(SqliteStore):
         with self._lock:
             self._db.executescript(self._sql["reset"])
             self._faults = self._baseline
+        self.holding.forget()
         logger.info("mock support reset store=%s", self.path)
 
     # -- reads that are operations (logged) ------------------------------------------------
@@ -323,8 +326,16 @@ class Support(SqliteStore):
         if latency > 0:
             wait(latency)
         with self._lock:
-            self._faults, fail = taken(self._faults, "fail_before")
+            self._faults, hold = taken(self._faults, "hold_next")
+            self._faults, fail = (
+                (self._faults, False) if hold else taken(self._faults, "fail_before")
+            )
             with self._transaction():
+                if hold:  # received; it acts at a landing, or never
+                    self._answered(op, ref, Held.code, generation=generation)
+                    raise self.holding.hold(
+                        op, ref, generation, lambda: self._land(op, ref, apply, generation)
+                    )
                 try:
                     if fail:
                         raise InjectedFailure("fail_before knob: refused before acting")
@@ -339,6 +350,19 @@ class Support(SqliteStore):
             logger.info("mock support drops the answer op=%s ref=%s", op, ref)
             return Outcome(status=outcome.status, body=outcome.body, hold=self._faults.hang)
         return outcome
+
+    def _land(
+        self, op: Operation, ref: str, apply: Callable[[], Outcome], generation: int | None
+    ) -> str:
+        """Act on a held request now; its answer is logged as dropped (nobody hears it)."""
+        with self._lock, self._transaction():
+            try:
+                answer: str = apply().body["status"]
+            except MockError as exc:
+                answer = exc.code
+            self._answered(op, ref, answer, dropped=True, generation=generation)
+        logger.info("mock support landed a held request op=%s ref=%s answer=%s", op, ref, answer)
+        return answer
 
     def _ticket(self, key: str, args: dict[str, str]) -> Outcome:
         row = self._one("ticket_get", key=key)

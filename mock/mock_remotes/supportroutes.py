@@ -21,6 +21,7 @@ from mock_remotes._wire import Call, Reply, Router
 from mock_remotes.cloudcore import Unreadable
 from mock_remotes.cloudroutes import fencing_generation
 from mock_remotes.errors import InvalidRequest, MissingIdempotencyKey
+from mock_remotes.inflight import holding_routes
 from mock_remotes.supportcore import ORDERS, Support
 
 __all__ = ["support_router"]
@@ -120,4 +121,5 @@ def support_router(support: Support) -> Router:
         """Liveness."""
         return Reply.of(200, {"ok": True, "service": "mock-support"})
 
+    holding_routes(router, support.holding)
     return router

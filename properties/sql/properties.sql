@@ -43,6 +43,16 @@ SELECT id, generation FROM runs;
 -- name: lease_of
 SELECT owner, generation, status, lease_expires_at, cr_now() AS now FROM runs WHERE id = %(run)s;
 
+-- name: in_flight_release
+-- A worker that stopped with CallInFlight must have left its run free until a checked
+-- call's journaled attempt can no longer land, and that moment must still be ahead.
+SELECT r.owner IS NULL AND r.lease_expires_at >= max(t.lands_by)
+           AND max(t.lands_by) > cr_now() AS explained
+FROM runs r
+JOIN tool_calls t ON t.run_id = r.id AND t.effect = 'checked' AND t.state = 'intent'
+WHERE r.id = %(run)s
+GROUP BY r.owner, r.lease_expires_at;
+
 -- name: leases
 SELECT id, owner, generation, status, lease_expires_at, updated_at, cr_now() AS now FROM runs;
 
