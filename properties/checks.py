@@ -40,6 +40,9 @@ class Checks(Driving):
     claims_seen: set[tuple[str, int]]
     clock_now: datetime
     resolved: set[str]  # runs an operator resolved since the last check
+    # Answers that were a held request landing (remote, its log's seq): the remote acted on
+    # a request sent earlier, by a worker that may be long gone; nobody sent anything now.
+    landed: set[tuple[str, int]]
 
     @abstractmethod
     def baselines(self) -> dict[str, Baseline]:
@@ -196,8 +199,8 @@ class Checks(Driving):
                 changed.append("the model was asked")
             # a request of an older generation is a zombie's from before the run parked:
             # duplicate_effect, divergence and fenced_act judge those
-            sent = _answers_since(now.answers, run, old.generation)
-            if len(sent) != len(_answers_since(before.answers, run, old.generation)):
+            sent = self._sent_since(now.answers, run, old.generation)
+            if len(sent) != len(self._sent_since(before.answers, run, old.generation)):
                 last = sent[-1]
                 changed.append(
                     f"a remote answered it ({last.key} by generation {last.generation}: "
@@ -215,6 +218,14 @@ class Checks(Driving):
                     )
                 )
         return found
+
+    def _sent_since(self, answers: list[Answer], run: str, generation: int) -> list[Answer]:
+        """:func:`_answers_since`, less the landings of requests held since earlier."""
+        return [
+            a
+            for a in _answers_since(answers, run, generation)
+            if (a.remote, a.seq) not in self.landed
+        ]
 
     def check_final(self) -> None:
         now = self.observe()

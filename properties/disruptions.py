@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Final, Protocol
 
 from agent_runtime.config import Settings
@@ -37,6 +38,11 @@ class Disruptions(Checks):
 
     server: CrashableServer | None
     settings: Settings
+    # Held requests (cloud_fault hold_next) by (remote, its number): the clock when each was
+    # first seen held. A remote keeps the in-flight promise: one that has not landed when
+    # the clock passes that moment plus the bound (Settings.in_flight) never acts.
+    held_at: dict[tuple[str, int], datetime]
+    holding: bool  # hold_next was armed in this example: look for held requests
 
     @abstractmethod
     def _reconnect(self) -> None:
@@ -64,9 +70,37 @@ class Disruptions(Checks):
                 self.cloud_faults_armed = True  # every attempt times out: RemoteUnavailable
         else:
             self.cloud_faults_armed = True
+            self.holding = self.holding or e.fault == "hold_next"
             self.remotes.set_cloud_faults(**{e.fault: int(knobs[e.fault]) + (e.n or 1)})
         self._count_fault(f"cloud {e.fault}")
         return "armed"
+
+    def _on_land(self, e: Event) -> str:
+        self._stamp_held()
+        if not self.held_at:
+            return "skipped (nothing held)"
+        remote, request = min(self.held_at, key=lambda k: (self.held_at[k], k))
+        del self.held_at[remote, request]
+        logged = {(a.remote, a.seq) for a in self.remotes.answers()}
+        landed = self.remotes.land(remote, request)
+        self.landed |= {(a.remote, a.seq) for a in self.remotes.answers()} - logged
+        self._count_fault("request landed")
+        return ", ".join(f"{remote} {r['op']} {r['ref']} landed: {r['answer']}" for r in landed)
+
+    def _stamp_held(self) -> None:
+        """Note the clock at which each newly held request was received."""
+        if self.holding:
+            for remote in ("cloud", "desk"):
+                for r in self.remotes.held(remote):
+                    self.held_at.setdefault((remote, r["id"]), self.clock_now)
+
+    def _expire_held(self) -> None:
+        """The clock moved: every held request past its in-flight bound never acts now."""
+        bound = timedelta(seconds=self.settings.in_flight)
+        for (remote, request), at in list(self.held_at.items()):
+            if at + bound <= self.clock_now:
+                self.remotes.forget(remote, request)
+                del self.held_at[remote, request]
 
     def _on_model_fault(self, e: Event) -> str:
         knobs = self.remotes.model_faults()

@@ -34,6 +34,13 @@ op                 what happens                                    fields
                    the answer), ``latency`` (seconds, 0 clears;
                    longer than the tool timeout: the client gives
                    up while the remote acts)
+``cloud_fault``    ``hold_next``: the next ``n`` requests that act     fault, n
+                   at either remote are received and answered 504
+                   ``held``: they act only at a ``land``, or
+                   never once the clock passed their in-flight bound
+``land``           the oldest held request acts now, after its     (none)
+                   sender gave up, retried, checked or died; nobody
+                   hears its answer
 ``model_fault``    the next ``n`` model answers are unusable:       fault, n
                    ``malformed``, ``unknown_tool``, ``invalid_args``
 ``drop_connection``  ``pg_terminate_backend`` of the run's worker's   run
@@ -86,10 +93,13 @@ OPS: Final = (
     "heartbeat",
     "db_crash",
     "resolve",
+    "land",
 )
-CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency")
+CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
-_RUN_OPS: Final = frozenset(OPS) - {"sweep", "cloud_fault", "model_fault", "tick", "db_crash"}
+_RUN_OPS: Final = frozenset(OPS) - {
+    "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land"
+}  # fmt: skip
 MAX_LATENCY: Final = 5.0  # seconds a latency knob may take
 MAX_SECONDS: Final = 3600.0  # seconds one tick or sweep may move the clock
 
@@ -201,6 +211,8 @@ class Event:
             return f"db_crash with {self.run_name} at {at}"
         if self.op == "start" and self.agent is not None:
             return f"start {self.run_name} ({self.agent})"
+        if self.run is None:
+            return self.op
         return f"{self.op} {self.run_name}"
 
 

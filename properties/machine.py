@@ -64,11 +64,14 @@ SWEEPS: Final = st.sampled_from((None, 11.0, 2.0, 0.0))  # None: one lease and a
 # Hypothesis draws (and shrinks towards) early entries more often: interleave the kinds.
 FAULTS: Final = (
     "fail_before", "drop_connection", "malformed", "drop_after", "unknown_tool", "latency",
-    "invalid_args", "db_crash", "slow",
+    "hold_next", "invalid_args", "db_crash", "slow",
 )  # fmt: skip
 SLOW_CLOUD: Final = 1.5  # seconds of latency: longer than the tool timeout (1 s)
 RETRIES: Final = SETTINGS.tool_retries  # a fail_before of one more fails a whole call
 TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes", "overtaken")
+# What happens to a request held at its remote before it lands: its worker retries it,
+# gives up on it (every attempt held) and is restarted, or is killed and swept.
+IN_FLIGHT: Final = ("retried", "given_up", "killed")
 OUTAGES: Final = ("none", "failing", "slow")
 assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
 
@@ -232,6 +235,33 @@ class ScheduleMachine(RuleBasedStateMachine):
                 events.append(Event(op="cloud_fault", fault="latency", seconds=SLOW_CLOUD))
             events.append(Event(op="resume", run=run))
         self._do(*events)
+
+    @precondition(lambda self: self._can("active"))
+    @rule(pick=PICK, seq=SEQ, after=st.sampled_from(IN_FLIGHT), lands=st.booleans())
+    def in_flight(self, pick: int, seq: int | None, after: str, lands: bool) -> None:
+        """A request outlives its sender: the step's call is held at its remote while its
+        worker retries it, gives up on it, or is killed; then (maybe) it lands."""
+        run = self._pick("active", pick)
+        held = 1 if after == "retried" else RETRIES + 1
+        events = [
+            Event(op="pause", run=run, point="after_intent", seq=seq),
+            Event(op="cloud_fault", fault="hold_next", n=held),
+        ]
+        if after == "killed":
+            events.append(Event(op="crash", run=run, point="after_call", seq=seq, kill=True))
+        else:
+            events.append(Event(op="step", run=run))
+        if after != "retried":
+            events.append(Event(op="restart", run=run))
+        if lands:
+            events.append(Event(op="land"))
+        events.append(Event(op="sweep"))
+        self._do(*events)
+
+    @precondition(lambda self: bool(self.runner.started))
+    @rule()
+    def land(self) -> None:
+        self._do(Event(op="land"))
 
     @precondition(lambda self: self._can("active"))
     @rule(pick=PICK, point=POINT, seq=SEQ)

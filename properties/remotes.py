@@ -32,8 +32,9 @@ from mock_remotes import (
     start_mocks,
     support_transport,
 )
+from mock_remotes.inflight import Holding
 
-CLOUD_KNOBS: Final = ("fail_before", "drop_after", "latency")
+CLOUD_KNOBS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 MODEL_KNOBS: Final = ("malformed", "unknown_tool", "invalid_args")
 # The desk's answers, in the words of the runtime's remote statuses; lookups are left out
 # (a read is not an effect, and its log names the order, not the call).
@@ -196,6 +197,18 @@ class Remotes(ABC):
     @abstractmethod
     def set_model_faults(self, **knobs: float) -> None: ...
 
+    @abstractmethod
+    def held(self, remote: str) -> list[dict[str, Any]]:
+        """The requests ``remote`` (cloud or desk) received and has not acted on yet."""
+
+    @abstractmethod
+    def land(self, remote: str, request: int) -> list[dict[str, Any]]:
+        """Act on one held request now; what it answered (nobody hears it)."""
+
+    @abstractmethod
+    def forget(self, remote: str, request: int) -> None:
+        """Drop a held request for good: it never acts."""
+
     def close(self) -> None:
         return None
 
@@ -269,6 +282,18 @@ class InProcessRemotes(Remotes):
     def set_model_faults(self, **knobs: float) -> None:
         self.model.set_faults(knobs)
 
+    def _holding(self, remote: str) -> Holding:
+        return self.cloud.holding if remote == "cloud" else self.support.holding
+
+    def held(self, remote: str) -> list[dict[str, Any]]:
+        return [r.to_json() for r in self._holding(remote).held()]
+
+    def land(self, remote: str, request: int) -> list[dict[str, Any]]:
+        return self._holding(remote).land([request])
+
+    def forget(self, remote: str, request: int) -> None:
+        self._holding(remote).forget([request])
+
     def close(self) -> None:
         self.cloud.close()
         self.support.close()
@@ -332,6 +357,21 @@ class HttpRemotes(Remotes):
 
     def set_model_faults(self, **knobs: float) -> None:
         self._post(f"{self.model_url}/admin/faults", dict(knobs))
+
+    def _base(self, remote: str) -> str:
+        return self.cloud_url if remote == "cloud" else self.support_url
+
+    def held(self, remote: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self._get(f"{self._base(remote)}/admin/held")["held"]
+        return found
+
+    def land(self, remote: str, request: int) -> list[dict[str, Any]]:
+        response = self._http.post(f"{self._base(remote)}/admin/land", json={"ids": [request]})
+        landed: list[dict[str, Any]] = response.raise_for_status().json()["landed"]
+        return landed
+
+    def forget(self, remote: str, request: int) -> None:
+        self._post(f"{self._base(remote)}/admin/forget", {"ids": [request]})
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

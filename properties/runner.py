@@ -119,6 +119,9 @@ class ScheduleRunner(Disruptions):
         self.previous: Snapshot | None = None  # the snapshot the last check compared with
         self.kinds: dict[str, str] = {}  # each started run's kind
         self.resolved: set[str] = set()
+        self.held_at = {}
+        self.holding = False
+        self.landed = set()
 
     def reset(self) -> None:
         """A clean slate for the next schedule: no workers, an empty journal, fresh mocks."""
@@ -213,6 +216,7 @@ class ScheduleRunner(Disruptions):
         current, self.last, self.unchanged = self.last, None, None
         handler = getattr(self, f"_on_{event.op}")
         result: str = handler(event)
+        self._stamp_held()
         if current is not None and (
             event.op in KNOB_EVENTS or result.startswith("skipped") or result == NOBODY_BEATS
         ):
@@ -324,6 +328,7 @@ class ScheduleRunner(Disruptions):
     def _advance(self, seconds: float) -> None:
         db.run(self.conn, "clock_advance", {"seconds": seconds})  # clock.advance, unread
         self.clock_now += timedelta(seconds=seconds)
+        self._expire_held()
 
     def _claim_expired(self) -> list[tuple[Lease, RunTask]]:
         """The supervisor's own claim, each lease with what the claim read of its run (the
@@ -457,4 +462,4 @@ class ScheduleRunner(Disruptions):
         unused = sum(int(left[k]) for k in left)
         self.bad_answers_issued -= unused  # armed but never served: nothing to explain
         self.remotes.set_model_faults(**dict.fromkeys(left, 0))
-        self.remotes.set_cloud_faults(fail_before=0, drop_after=0, latency=0.0)
+        self.remotes.set_cloud_faults(fail_before=0, drop_after=0, latency=0.0, hold_next=0)

@@ -47,7 +47,7 @@ from .minimise import first_failure
 from .runner import SETTINGS, ScheduleRunner
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "db_crash")
-STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs")
+STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs", "held_retried", "held_given_up")
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = ("crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "db_crash")
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
@@ -110,6 +110,20 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
             Event(op="cloud_fault", fault="fail_before", n=1),
             Event(op="step", run=0),
         )
+    if how in ("held_retried", "held_given_up"):
+        # The step's request is held at its remote (its sender sees a 504): the worker's
+        # own retry (held_retried), or every attempt held and a restart (held_given_up);
+        # then the held request lands, and a sweep settles the call by its contract.
+        held = 1 if how == "held_retried" else OUTAGE
+        events = [
+            start,
+            Event(op="pause", run=0, point="after_intent", seq=seq),
+            Event(op="cloud_fault", fault="hold_next", n=held),
+            Event(op="step", run=0),
+        ]
+        if how == "held_given_up":
+            events.append(Event(op="restart", run=0))
+        return (*events, Event(op="land"), Event(op="sweep"))
     if how == "two_runs":  # two runs of a kind at the same step, one restarted
         return (
             start,

@@ -32,7 +32,9 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
         _SEQ,
         st.booleans(),
     )
-    counted = st.sampled_from(("fail_before", "drop_after") if drop_after else ("fail_before",))
+    counted = st.sampled_from(
+        ("fail_before", "drop_after", "hold_next") if drop_after else ("fail_before", "hold_next")
+    )
     return st.one_of(
         st.builds(lambda run: Event(op="start", run=run), _RUN),
         st.builds(lambda op, run: Event(op=op, run=run), on_run, _RUN),
@@ -47,6 +49,7 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
         ),
         st.builds(lambda s: Event(op="sweep", seconds=s), st.sampled_from((None, 11.0, 2.0))),
         st.builds(lambda s: Event(op="tick", seconds=s), st.sampled_from((2.0, 11.0, 13.0))),
+        st.just(Event(op="land")),
         st.builds(
             lambda run, point, seq: Event(op="db_crash", run=run, point=point, seq=seq),
             _RUN,

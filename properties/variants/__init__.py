@@ -55,6 +55,8 @@ variant                    kind                    what is broken
                                                    at the calls: a decided, unsent step is lost
 ``confirm_unjoined``      missing join            the confirm finds its call by key and no
                                                    longer joins the fence: a zombie's lands
+``check_in_flight``        request in flight       a checked call is checked while an earlier
+                                                   attempt may still act at the remote
 =========================  ======================  ===========================================
 """
 
@@ -215,6 +217,12 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="contract ignored",
             summary="a restart re-sends a checked call without asking the remote first",
             worker=workers.CheckBlindWorker,
+        ),
+        Variant(
+            name="check_in_flight",
+            kind="request in flight",
+            summary="a checked call is checked while an earlier attempt may still act",
+            worker=workers.EarlyCheckWorker,
         ),
         Variant(
             name="once_resent",

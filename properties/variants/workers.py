@@ -96,6 +96,18 @@ class CheckBlindWorker(Worker):
     actor_class = CheckBlindActor
 
 
+class EarlyCheckActor(Actor):
+    """check_in_flight: a checked call is checked at once, while an earlier attempt of it
+    may still act at the remote (issue 21's duplicate email: point 1 reverted)."""
+
+    def _await_landing(self, lease: Lease, call: ToolCall) -> None:
+        self.journal.check_owner(lease, f"check of {call.idem_key}")
+
+
+class EarlyCheckWorker(Worker):
+    actor_class = EarlyCheckActor
+
+
 class OnceAsKeyedActor(Actor):
     """once_resent: a restart dispatches a stranded intent on the effect the decision's tool
     *would* have if it were keyed: a once call is re-sent instead of parked."""

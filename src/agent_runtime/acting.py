@@ -122,7 +122,7 @@ class Actor:
                     f"journaled decision seq={seq} cannot be acted on: {exc}"
                 ) from exc
         args = typed
-        first = call is None
+        first = call is None or call.state == "redo"  # this attempt's start is journaled next
         if call is None:
             self.crash.reached("before_intent", seq)
             call = self.journal.record_intent(lease, seq, tool.effect, self.bound(tool))
