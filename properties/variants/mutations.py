@@ -105,13 +105,13 @@ EDITS: Final[dict[str, Edit]] = {
     ),
     "overwrite_intent": Edit(
         base="record_intent",
-        pattern=r"\nRETURNING intent_at$",
+        pattern=r"\nRETURNING intent_at, lands_by$",
         replacement=(
             "\nON CONFLICT (run_id, seq) DO UPDATE"
             "\nSET state = 'intent', result = NULL, remote_status = NULL,"
             "\n    generation = excluded.generation, intent_at = cr_now(), confirmed_at = NULL,"
-            "\n    confirm_generation = NULL"
-            "\nRETURNING intent_at"
+            "\n    confirm_generation = NULL, lands_by = excluded.lands_by"
+            "\nRETURNING intent_at, lands_by"
         ),
         why="an intent written again overwrites the old one, confirmed or not",
     ),
