@@ -13,6 +13,7 @@ import functools
 import os
 import re
 import signal
+import time
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from .test_supervisor import FAST, _all_done, _assert_each_step_once
 from .test_workerpool import _alive, _owned_by, _started
 
 HUNG = re.compile(r"worker-hung run=(\S+) pid=(\d+) lease_expired_ago=(\d+\.\d)s action=killed")
+LOST = re.compile(r"worker-hung run=(\S+) pid=(\d+) run_lost_ago=\d+\.\ds action=killed")
 STUCK = re.compile(
     r"worker-stuck run=(\S+) pid=(\d+) no_progress_for=(\d+\.\d)s stuck_after=60s action=killed"
 )
@@ -110,6 +112,33 @@ def test_a_worker_whose_tool_never_returns_is_killed_after_the_stuck_bound_and_i
     # resumed by its contract: the keyed create_server was sent again and answered as done
     assert journal_rows(conn, "wedged")["calls"][0]["remote_status"] == "already_done"
     _assert_each_step_once(conn, mock_servers, "wedged")
+
+
+def test_a_stopped_worker_whose_run_another_claim_took_is_killed_one_lease_later(
+    agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    """Another supervisor may claim an expired run before this one looks: its worker is
+    then fenced, but stopped it would keep this supervisor's only slot for good."""
+    mock_servers.set_model_faults(latency=0.4)
+    Journal(conn).create_run("taken")
+    sup = supervisors(*FAST, "--max-workers", "1")
+    [(_, pid)] = wait_for("a worker on the run", lambda: sup.resumed("taken"))
+    wait_for("the run adopted", functools.partial(_owned_by, conn, "taken", pid))
+    os.kill(pid, signal.SIGSTOP)
+    with conn.transaction():  # the lease runs out and a claim elsewhere takes the run at once
+        clock.advance(conn, 13)
+        assert Journal(conn).claim("taken", "elsewhere:1:other", 12.0) is not None
+    mock_servers.set_model_faults(latency=0)
+    time.sleep(1.0)  # ten polls: the supervisor sees the run lost to its stopped worker
+    assert "worker-hung" not in sup.text  # a fenced worker gets one lease to report
+    clock.advance(conn, 13)  # one lease later (and past the other claim's lease)
+    [(run_id, killed)] = wait_for("the worker killed", lambda: LOST.findall(sup.text))
+    assert (run_id, int(killed)) == ("taken", pid)
+    wait_for("the run done", lambda: _all_done(conn, ["taken"]))
+    assert not _alive(pid)
+    assert [c["generation"] for c in _claims(conn, "taken")] == [1, 2, 3]
+    assert sup.resumed("taken")[1][1] != pid  # the slot went to a new worker
+    _assert_each_step_once(conn, mock_servers, "taken")
 
 
 def _lease_left(conn: Any, run_id: str) -> float:
