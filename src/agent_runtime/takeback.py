@@ -62,19 +62,18 @@ class Watchdog:
 
     def check(self, conn: db.Connection, busy: Iterable[WorkerProcess]) -> list[Verdict]:
         """The workers among ``busy`` to kill now."""
-        holding = {p.lease.run_id: p for p in busy if p.lease is not None}
+        holding = [(p, p.lease) for p in busy if p.lease is not None]
         if not holding:
             self._lost.clear()
             return []
-        rows = db.run(conn, "held_runs", {"runs": sorted(holding)})
-        verdicts = [v for row in rows if (v := self._judge(holding[row["id"]], row))]
-        keep = {(p.pid, run_id, p.lease.generation) for run_id, p in holding.items() if p.lease}
+        runs = sorted({lease.run_id for _, lease in holding})
+        rows = {row["id"]: row for row in db.run(conn, "held_runs", {"runs": runs})}
+        verdicts = [v for p, lease in holding if (v := self._judge(p, lease, rows[lease.run_id]))]
+        keep = {(p.pid, lease.run_id, lease.generation) for p, lease in holding}
         self._lost = {k: v for k, v in self._lost.items() if k in keep}
         return verdicts
 
-    def _judge(self, proc: WorkerProcess, row: dict[str, Any]) -> Verdict | None:
-        lease = proc.lease
-        assert lease is not None
+    def _judge(self, proc: WorkerProcess, lease: Lease, row: dict[str, Any]) -> Verdict | None:
         if row["held_at"] != lease.generation:
             key = (proc.pid, lease.run_id, lease.generation)
             lost_ago = (row["now"] - self._lost.setdefault(key, row["now"])).total_seconds()
