@@ -276,6 +276,7 @@ def test_the_heartbeat_renews_the_lease_while_a_step_is_blocked(
         (("--poll", "-1"), "poll must be a positive number"),
         (("--lease", "-5", "--heartbeat", "1"), "lease must be a positive number"),
         (("--max-workers", "0"), "max_workers must be at least 1"),
+        (("--stuck-after", "-1"), "stuck_after must be >= 0 seconds"),
     ],
 )
 def test_bad_supervisor_configuration_is_refused_clearly(

@@ -36,6 +36,9 @@ MAX_ATTEMPTS = 5  # claims without progress before the supervisor may give up on
 GIVE_UP_AFTER = 600.0  # ... and seconds without progress since the first of them: both must
 # hold, so an outage that burns attempts fast fails nothing within ten minutes
 MAX_WORKERS = 4  # worker processes one supervisor runs at once
+STUCK_AFTER = 600.0  # seconds a supervised run may go without a journal write while its
+# worker beats before the supervisor kills that worker (0: never); well above the longest a
+# healthy step waits between two writes: a model call with all its retries, ~125 s by default
 CLOUD_URL = "http://127.0.0.1:8001"
 MODEL_URL = "http://127.0.0.1:8002"
 URL_SCHEMES = ("http", "https")
@@ -62,6 +65,7 @@ class Settings:
     max_attempts: int = MAX_ATTEMPTS
     give_up_after: float = GIVE_UP_AFTER
     max_workers: int = MAX_WORKERS
+    stuck_after: float = STUCK_AFTER
     model_protocol: str | None = None  # 'chat' or 'decide'; None: the agent's own
     model_name: str | None = None  # the Chat Completions model; None: the agent's own
     model_api_key: str | None = field(default=None, repr=False)  # sent as a bearer token
@@ -85,6 +89,7 @@ class Settings:
             "run_backoff_cap",
             "give_up_after",
             "in_flight_margin",
+            "stuck_after",
         ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
@@ -186,8 +191,9 @@ def _integer(env: Mapping[str, str], name: str, default: int | None) -> int | No
 def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
     ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``, ``TOOL_TIMEOUT``,
-    ``IN_FLIGHT_MARGIN``, ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``, ``MAX_ATTEMPTS``,
-    ``GIVE_UP_AFTER``, ``MODEL_PROTOCOL``, ``MODEL_NAME``, ``MODEL_API_KEY`` (else
+    ``IN_FLIGHT_MARGIN``, ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``,
+    ``MAX_ATTEMPTS``, ``GIVE_UP_AFTER``, ``STUCK_AFTER``, ``MODEL_PROTOCOL``, ``MODEL_NAME``,
+    ``MODEL_API_KEY`` (else
     ``OPENAI_API_KEY``); keyword overrides (``None``: not given) win."""
     env = os.environ if env is None else env
     crash_at = env.get("CRASH_AT") or None
@@ -206,6 +212,7 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
         "run_backoff_cap": _number(env, "RUN_BACKOFF_CAP", RUN_BACKOFF_CAP),
         "max_attempts": _integer(env, "MAX_ATTEMPTS", MAX_ATTEMPTS),
         "give_up_after": _number(env, "GIVE_UP_AFTER", GIVE_UP_AFTER),
+        "stuck_after": _number(env, "STUCK_AFTER", STUCK_AFTER),
         "model_protocol": env.get("MODEL_PROTOCOL") or None,
         "model_name": env.get("MODEL_NAME") or None,
         "model_api_key": env.get("MODEL_API_KEY") or env.get("OPENAI_API_KEY") or None,

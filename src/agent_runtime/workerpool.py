@@ -42,6 +42,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SPAWN_MODES = ("pool", "fork", "exec")
+KILL_WAIT = 1.0  # seconds a kill waits for the process to be gone before going on
 TRANSPORT_NAMES = ("model", "cloud")  # what a worker_transports factory may return
 
 Transports = Callable[[], Mapping[str, httpx.BaseTransport]]
@@ -102,6 +104,7 @@ class WorkerProcess:
     ready: bool = False  # pool mode: its Worker is open
     hung_up: bool = False  # pool mode: its end of the pipe is closed (it is exiting)
     exit_code: int | None = None
+    killed_for: str | None = None  # why the supervisor killed it (hung, stuck), if it did
 
     @property
     def idle(self) -> bool:
@@ -168,6 +171,16 @@ class WorkerProcess:
     def signal(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signum)
+
+    def kill(self, reason: str, wait: float = KILL_WAIT) -> None:
+        """SIGKILL it for ``reason`` (said to the run it held) and wait up to ``wait``
+        seconds for it to be gone, so the same sweep frees its run. A process the kernel
+        holds longer (an uninterruptible sleep) is reaped when it goes (SIGCHLD)."""
+        self.killed_for = reason
+        self.signal(signal.SIGKILL)
+        deadline = time.monotonic() + wait
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
 
 
 # -- starting processes (the supervisor's side) ---------------------------------------------

@@ -346,3 +346,25 @@ ORDER BY d.run_id, d.seq;
 WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),
      answered AS (DELETE FROM model_answers)
 DELETE FROM runs;
+
+-- name: held_runs
+-- The supervisor's watch over its busy workers (agent_runtime.takeback): each run in
+-- %(runs)s, the ones its workers hold, found by primary key, with what says whether its
+-- worker still works on it: the generation that holds it (NULL: free, ended or gone),
+-- seconds since its lease ran out (negative: live), and seconds since its last progress,
+-- the latest of its claim (or a later write of the row), its latest model answer, and its
+-- latest call's intent or confirm. Never a scan: the answer's key is (run_id, llm_calls),
+-- the latest call the last entry of tool_calls_pkey under the run. A heartbeat's renewal
+-- is not progress.
+SELECT h.id, cr_now() AS now,
+       CASE WHEN r.status = 'running' AND r.owner IS NOT NULL THEN r.generation END AS held_at,
+       extract(epoch FROM cr_now() - r.lease_expires_at)::float8 AS expired_ago,
+       extract(epoch FROM cr_now() - greatest(r.updated_at, a.answered_at, t.intent_at,
+                                              t.confirmed_at))::float8 AS idle_for
+FROM unnest(%(runs)s::text[]) AS h(id)
+LEFT JOIN runs r ON r.id = h.id
+LEFT JOIN model_answers a ON a.run_id = r.id AND a.llm_call = r.llm_calls
+LEFT JOIN LATERAL (
+    SELECT c.intent_at, c.confirmed_at FROM tool_calls c
+    WHERE c.run_id = r.id ORDER BY c.seq DESC LIMIT 1
+) t ON true;
