@@ -37,11 +37,13 @@ Every invariant of the other runners holds here too, and the pool's own:
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 from pathlib import Path
 from typing import Final
 
+from agent_runtime import clock
 from agent_runtime.journal import Journal
 from agent_runtime.records import Lease, RunTask
 from agent_runtime.workerpool import WorkerProcess
@@ -73,7 +75,10 @@ class PoolRunner(ScheduleRunner):
         variant: str | None = None,
         log_dir: Path | None = None,
         server: CrashableServer | None = None,
+        remotes: HttpRemotes | None = None,
     ) -> None:
+        """``remotes``: mocks another runner started (a process runner's), borrowed: they
+        are reset at every schedule as ever, and left running at :meth:`close`."""
         if variant not in (None, "correct"):
             raise ValueError(
                 "the pool mode runs the real supervisor and Worker: a broken runtime's "
@@ -81,7 +86,8 @@ class PoolRunner(ScheduleRunner):
             )
         self._own_log_dir = log_dir is None
         self.log_dir = log_dir or scratch_dir("properties-pool-")
-        remotes = HttpRemotes()
+        self._own_remotes = remotes is None
+        remotes = remotes or HttpRemotes()
         super().__init__(url, variant=variant, remotes=remotes, server=server)
         self._agent_names = {k: a.name for k, a in suite_agents(remotes.support_url).items()}
         self._handing: dict[str, tuple[Supervised, WorkerProcess]] = {}
@@ -106,7 +112,13 @@ class PoolRunner(ScheduleRunner):
         self._handing = {}
 
     def close(self) -> None:
-        super().close()
+        if self._own_remotes:
+            super().close()
+        else:
+            self.cleanup()
+            with contextlib.suppress(Exception):
+                clock.thaw(self.conn)
+            self.conn.close()
         self.world.close()
         if self._own_log_dir:
             shutil.rmtree(self.log_dir, ignore_errors=True)

@@ -33,18 +33,24 @@ from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
 from .pool_runner import PoolRunner
 from .pool_strategies import calm_schedules, pool_schedules
 from .profiles import active_profile, profile_settings
+from .remotes import HttpRemotes
 from .runner import ScheduleRunner
-from .runners import InProcessRunner
+from .runners import InProcessRunner, ProcessRunner
 from .server import SuiteDatabase
 from .violations import Violation, Violations
 
-CALM = {"dev": 3, "ci": 5, "nightly": 60}  # calm schedules through both runners
-STORMY = {"dev": 4, "ci": 8, "nightly": 200}  # pool schedules, invariants alone
+CALM = {"dev": 3, "ci": 4, "nightly": 60}  # calm schedules through both runners
+STORMY = {"dev": 4, "ci": 6, "nightly": 200}  # pool schedules, invariants alone
 
 
 @pytest.fixture(scope="module")
-def pool_runner(suite_database: SuiteDatabase) -> Iterator[PoolRunner]:
-    runner = PoolRunner(suite_database.url, server=suite_database)
+def pool_runner(
+    suite_database: SuiteDatabase, process_runner: ProcessRunner
+) -> Iterator[PoolRunner]:
+    # the process runner's mocks: starting three uvicorn servers again costs seconds
+    remotes = process_runner.remotes
+    assert isinstance(remotes, HttpRemotes)
+    runner = PoolRunner(suite_database.url, server=suite_database, remotes=remotes)
     try:
         runner.warm()
         yield runner
@@ -184,7 +190,8 @@ def test_a_supervisor_that_lets_runs_wait_beside_an_idle_worker_is_caught(
 ) -> None:
     pool_runner.world.supervisor_class = _Hoarding
     try:
-        found = _violation(pool_runner, [Event(op="start", run=0), Event(op="start", run=1)])
+        done_then_new = [Event(op="start", run=0), *[Event(op="step", run=0)] * 4]
+        found = _violation(pool_runner, [*done_then_new, Event(op="start", run=1)])
     finally:
         pool_runner.world.supervisor_class = Supervisor
     assert "[pool_idle_wait]" in found
