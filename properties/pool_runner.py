@@ -54,7 +54,8 @@ from .disruptions import CrashableServer
 from .driving import WorkerRec
 from .events import Event
 from .pilots import Exit, Pilot, Start
-from .pool_pilot import SIGTERMED, PoolPilot, PoolWorld, Supervised
+from .pool_pilot import PoolPilot
+from .pool_world import SIGTERMED, PoolWorld, Supervised
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, scratch_dir
 from .runner import ScheduleRunner
