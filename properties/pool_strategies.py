@@ -36,8 +36,10 @@ def pool_events() -> st.SearchStrategy[Event]:
     supervisor = st.sampled_from(
         (Event(op="rival_sweep"), Event(op="hangup"), Event(op="stop_supervisor"))
     )
+    step = st.builds(lambda run: Event(op="step", run=run), _RUN)
     return st.one_of(
         events(drop_after=False),
+        step,  # progress, so that workers come to serve run after run
         kill,
         st.builds(lambda run: Event(op="sigterm", run=run), _RUN),
         supervisor,
