@@ -63,10 +63,9 @@ class PoolPilot(Pilot):
     def _look(self) -> None:
         """Let the supervisor hear what its worker said or how it died."""
         if self.orphan:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.world.orphans.discard(self.pid)
-                self.end(os.waitstatus_to_exitcode(status))
+            code = self.world.orphan_exit(self.pid)
+            if code is not None:
+                self.end(code)
         else:
             self.world.reap(self.supervised)
 

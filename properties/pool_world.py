@@ -81,6 +81,7 @@ class PoolWorld:
         self.expect_agent = expect_agent
         self.supervisors: dict[str, Supervised] = {}
         self.orphans: set[int] = set()  # pids of workers whose supervisor died
+        self.orphan_codes: dict[int, int] = {}  # ... and how those that are gone ended
         self.poisoned: set[int] = set()  # pids whose connection died with the database
         self.due: list[Supervised] = []  # supervisors that heard an end since their pass
         self.problems: list[Violation] = []
@@ -174,6 +175,20 @@ class PoolWorld:
                 os.close(fd)
         return list(s.tenures)
 
+    def orphan_exit(self, pid: int, *, wait: bool = False) -> int | None:
+        """The exit code of orphan ``pid`` once it is gone (None: still running)."""
+        if pid in self.orphan_codes:
+            return self.orphan_codes[pid]
+        try:
+            done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, 0
+        if not done:
+            return None
+        self.orphans.discard(pid)
+        code = self.orphan_codes[pid] = os.waitstatus_to_exitcode(status)
+        return code
+
     def collect_orphans(self, *, kill: bool = False) -> None:
         """Wait for the orphans that exited (``kill``: end them first)."""
         for pid in list(self.orphans):
@@ -181,12 +196,7 @@ class PoolWorld:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
                     os.kill(pid, signal.SIGKILL)
-            try:
-                done, _ = os.waitpid(pid, 0 if kill else os.WNOHANG)
-            except ChildProcessError:
-                done = pid
-            if done:
-                self.orphans.discard(pid)
+            self.orphan_exit(pid, wait=kill)
 
     def database_crashed(self) -> None:
         """Every worker's connection died with the server: its next run fails, and it
@@ -275,6 +285,7 @@ class PoolWorld:
             s.supervisor.stopping = True
             s.supervisor.shutdown()
         self.collect_orphans(kill=True)
+        self.orphan_codes.clear()
         self.gates.clear()
         self.poisoned.clear()
         self.due.clear()
