@@ -144,7 +144,7 @@ class PoolRunner(ScheduleRunner):
     def _pilot_rec(self, start: Start) -> WorkerRec:
         w = super()._pilot_rec(start)
         if isinstance(w.pilot, PoolPilot):
-            w.pilot.supervised.tenures.append(w.pilot)
+            self.world.adopt(w.pilot)
             if w.pilot.pid in self.world.poisoned:
                 w.dropped = True  # its connection died with the database before this run
         return w

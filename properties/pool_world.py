@@ -86,6 +86,7 @@ class PoolWorld:
         self.due: list[Supervised] = []  # supervisors that heard an end since their pass
         self.problems: list[Violation] = []
         self.died: list[PoolPilot] = []  # tenures that died holding a run, since the pass
+        self.early: dict[tuple[str, str, int], int] = {}  # ends heard before their pilot
 
     # -- supervisors ----------------------------------------------------------------------
 
@@ -109,16 +110,30 @@ class PoolWorld:
         """The supervisor takes in what its workers said and which of them died."""
         ended = s.supervisor.reap()
         for lease, code in ended:
-            for tenure in list(s.tenures):
-                if (tenure.lease.run_id, tenure.lease.generation) == (
-                    lease.run_id,
-                    lease.generation,
-                ) and tenure.exit is None:
-                    tenure.end(code)
-                    if code == 1 or code < 0:
-                        self.died.append(tenure)
+            key = (lease.run_id, lease.generation)
+            tenure = next(
+                (t for t in s.tenures if (t.lease.run_id, t.lease.generation) == key), None
+            )
+            if tenure is None:  # handed out in this pass, not piloted yet: it ended at once
+                self.early[(s.name, *key)] = code
+            else:
+                self.ended(tenure, code)
         if ended and s not in self.due:
             self.due.append(s)
+
+    def ended(self, tenure: PoolPilot, code: int) -> None:
+        if tenure.exit is None:
+            tenure.end(code)
+            if code == 1 or code < 0:
+                self.died.append(tenure)
+
+    def adopt(self, tenure: PoolPilot) -> None:
+        """A new tenure's pilot: its end, if the supervisor heard it already."""
+        tenure.supervised.tenures.append(tenure)
+        key = (tenure.supervised.name, tenure.lease.run_id, tenure.lease.generation)
+        code = self.early.pop(key, None)
+        if code is not None:
+            self.ended(tenure, code)
 
     def sweep(self, s: Supervised) -> list[WorkerProcess]:
         """One pass of the supervisor's loop (``reap()``, ``sweep()``); the workers it
@@ -290,6 +305,7 @@ class PoolWorld:
         self.poisoned.clear()
         self.due.clear()
         self.died.clear()
+        self.early.clear()
         self.problems.clear()
 
     def close(self) -> None:
