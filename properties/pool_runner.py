@@ -289,15 +289,17 @@ class PoolRunner(ScheduleRunner):
 
     def _on_crash(self, e: Event) -> str:
         w = self.active.get(e.run_name)
-        if w is not None and isinstance(w.pilot, PoolPilot):
+        result = super()._on_crash(e)
+        if w is not None and isinstance(w.pilot, PoolPilot) and w.crashed_by_us:
             self.stats.count("pool worker killed" if e.kill else "pool worker crashed")
-        return super()._on_crash(e)
+        return result
 
     def _on_stall(self, e: Event) -> str:
         w = self.active.get(e.run_name)
-        if w is not None and isinstance(w.pilot, PoolPilot):
+        result = super()._on_stall(e)
+        if w is not None and isinstance(w.pilot, PoolPilot) and w.frozen:
             self.stats.count("pool worker stalled")
-        return super()._on_stall(e)
+        return result
 
     # -- the pool's invariants --------------------------------------------------------------
 
