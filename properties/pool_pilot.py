@@ -49,6 +49,7 @@ class PoolPilot(Pilot):
         self.orphan = False  # its supervisor died: nobody reaps it but the runner
         self.terminated = False  # the runner sent it SIGTERM
         self.frozen = False
+        self.hung = False  # it was stalled: a supervisor may kill a hung worker (issue 21.2)
         self.ended = False
         self.reaped_code: int | None = None
 
@@ -134,6 +135,7 @@ class PoolPilot(Pilot):
         if not self.ended and not self.frozen:
             self.signal(signal.SIGSTOP)
             self.frozen = True
+            self.hung = True
 
     def thaw(self) -> None:
         if not self.ended and self.frozen:

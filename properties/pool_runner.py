@@ -53,7 +53,7 @@ from .agents import suite_agents
 from .disruptions import CrashableServer
 from .driving import WorkerRec
 from .events import Event
-from .pilots import Exit, Pilot, Start
+from .pilots import CRASHED, Exit, Pilot, Start
 from .pool_pilot import PoolPilot
 from .pool_world import SIGTERMED, PoolWorld, Supervised
 from .process_pilot import ProcessPilot
@@ -157,6 +157,8 @@ class PoolRunner(ScheduleRunner):
     def _expected(self, w: WorkerRec, message: Exit) -> bool:
         if message.kind == SIGTERMED:
             return isinstance(w.pilot, PoolPilot) and w.pilot.terminated
+        if message.kind == CRASHED and not w.crashed_by_us and isinstance(w.pilot, PoolPilot):
+            return w.pilot.hung  # the supervisor may kill a worker that stopped beating
         return super()._expected(w, message)
 
     def _rec_of(self, tenure: PoolPilot) -> WorkerRec | None:
