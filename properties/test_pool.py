@@ -150,6 +150,25 @@ def test_a_pool_schedule_replays_the_same_every_time(pool_runner: PoolRunner) ->
     assert all(first[run]["status"] == "done" for run in ("r0", "r1", "r2"))
 
 
+def test_a_run_handed_out_and_parked_at_once_ends_in_its_own_tenure(
+    pool_runner: PoolRunner,
+) -> None:
+    """One pass hands r0 and r1 to two new workers; r1's parks before any gate, and the
+    supervisor may hear that while the runner still drives r0 to its first gate."""
+    events = [
+        Event(op="start", run=0),
+        Event(op="start", run=1, agent="once"),
+        Event(op="step", run=1),
+        Event(op="step", run=1),
+        Event(op="pause", run=1, point="after_intent", seq=2),
+        Event(op="stop_supervisor"),  # both runs handed back at once
+        Event(op="sweep", seconds=0.0),
+    ]
+    outcome, trace = _run(pool_runner, events)
+    assert not isinstance(outcome, str), outcome
+    assert trace[6].endswith("r1: w4 ended: NeedsAttention"), trace
+
+
 class _Forgetful(Supervisor):
     """Leaves the run of a worker that died to its lease."""
 
