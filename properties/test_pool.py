@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,11 +31,14 @@ from agent_runtime.workerpool import WorkerProcess
 
 from .events import Event, Schedule
 from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
+from .pilots import Exit, Start
+from .pool_pilot import PoolPilot
 from .pool_runner import PoolRunner
 from .pool_strategies import calm_schedules, pool_schedules
+from .pool_world import PoolWorld, Supervised
 from .profiles import active_profile, profile_settings
 from .remotes import HttpRemotes
-from .runner import ScheduleRunner
+from .runner import SETTINGS, ScheduleRunner
 from .runners import InProcessRunner, ProcessRunner
 from .server import SuiteDatabase
 from .violations import Violation, Violations
@@ -150,23 +154,39 @@ def test_a_pool_schedule_replays_the_same_every_time(pool_runner: PoolRunner) ->
     assert all(first[run]["status"] == "done" for run in ("r0", "r1", "r2"))
 
 
-def test_a_run_handed_out_and_parked_at_once_ends_in_its_own_tenure(
-    pool_runner: PoolRunner,
+class _Told:
+    """A supervisor's stand-in that has heard one run end: (lease, code)."""
+
+    def __init__(self, lease: Lease, code: int) -> None:
+        self.heard = [(lease, code)]
+
+    def reap(self) -> list[tuple[Lease, int]]:
+        heard, self.heard = self.heard, []
+        return heard
+
+
+def test_an_end_heard_before_its_tenure_is_piloted_still_ends_that_tenure(
+    tmp_path: Path,
 ) -> None:
-    """One pass hands r0 and r1 to two new workers; r1's parks before any gate, and the
-    supervisor may hear that while the runner still drives r0 to its first gate."""
-    events = [
-        Event(op="start", run=0),
-        Event(op="start", run=1, agent="once"),
-        Event(op="step", run=1),
-        Event(op="step", run=1),
-        Event(op="pause", run=1, point="after_intent", seq=2),
-        Event(op="stop_supervisor"),  # both runs handed back at once
-        Event(op="sweep", seconds=0.0),
-    ]
-    outcome, trace = _run(pool_runner, events)
-    assert not isinstance(outcome, str), outcome
-    assert trace[6].endswith("r1: w4 ended: NeedsAttention"), trace
+    """One pass hands out r0 and r1; while the runner drives r0 to its first gate the
+    supervisor hears that r1's worker parked it already (before any gate). r1's pilot,
+    made next, must end at once, not wait for a word that was already read."""
+    world = PoolWorld(
+        "postgresql:///unused", SETTINGS, support_url="http://desk", log_dir=tmp_path,
+        conn=lambda: None, expect_agent=lambda run: None,  # type: ignore[arg-type,return-value]
+    )  # fmt: skip
+    try:
+        lease = Lease(run_id="r1", owner="sup:r1", generation=2)
+        told = Supervised(name="main", supervisor=_Told(lease, 6))  # type: ignore[arg-type]
+        world.reap(told)  # heard during r0's drive: r1 has no pilot yet
+        start = Start(run_id="r1", label="w4", lease=lease)
+        tenure = PoolPilot(
+            start, world=world, supervised=told, proc=WorkerProcess(pid=1, lease=lease)
+        )
+        world.adopt(tenure)
+        assert tenure.next(timeout=0.5) == Exit(kind="NeedsAttention", detail="code 6")
+    finally:
+        world.close()
 
 
 class _Forgetful(Supervisor):
