@@ -33,6 +33,7 @@ from .violations import Violation, Violations
 MAX_EVENTS: Final = 14  # events per pool schedule (the nightly profile's machine takes 40)
 # what the nightly summary counts of the pool mode's own doings
 POOL_COUNTS: Final = (
+    "pool worker reused",
     "pool worker crashed",
     "pool worker killed",
     "pool worker stalled",

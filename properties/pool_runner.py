@@ -145,6 +145,8 @@ class PoolRunner(ScheduleRunner):
         w = super()._pilot_rec(start)
         if isinstance(w.pilot, PoolPilot):
             self.world.adopt(w.pilot)
+            if self.world.served[w.pilot.pid] > 1:  # a long-lived worker's next run
+                self.stats.count("pool worker reused")
             if w.pilot.pid in self.world.poisoned:
                 w.dropped = True  # its connection died with the database before this run
         return w

@@ -87,6 +87,7 @@ class PoolWorld:
         self.problems: list[Violation] = []
         self.died: list[PoolPilot] = []  # tenures that died holding a run, since the pass
         self.early: dict[tuple[str, str, int], int] = {}  # ends heard before their pilot
+        self.served: dict[int, int] = {}  # runs each pool worker was handed, by pid
 
     # -- supervisors ----------------------------------------------------------------------
 
@@ -130,6 +131,7 @@ class PoolWorld:
     def adopt(self, tenure: PoolPilot) -> None:
         """A new tenure's pilot: its end, if the supervisor heard it already."""
         tenure.supervised.tenures.append(tenure)
+        self.served[tenure.pid] = self.served.get(tenure.pid, 0) + 1
         key = (tenure.supervised.name, tenure.lease.run_id, tenure.lease.generation)
         code = self.early.pop(key, None)
         if code is not None:
@@ -306,6 +308,7 @@ class PoolWorld:
         self.due.clear()
         self.died.clear()
         self.early.clear()
+        self.served.clear()
         self.problems.clear()
 
     def close(self) -> None:
