@@ -15,7 +15,8 @@ first gate, so a lease is renewed only when the schedule says, as in the other r
 pool runs in each forked worker before it opens its ``Worker``: it sends the worker's
 stderr to the runner's log file and takes the jitter out of the worker's backoffs (so a
 schedule replays the same), and returns no transport: the worker reaches the mocks over
-HTTP like a production worker.
+HTTP like a production worker. It also closes what the worker inherited from the runner's
+process that a worker of a supervisor process of its own would never have had.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
@@ -156,12 +157,22 @@ def _no_jitter() -> float:
 
 
 class ChildSetup:
-    """The supervisor's ``worker_transports``: run in each forked worker before it opens."""
+    """The supervisor's ``worker_transports``: run in each forked worker before it opens.
 
-    def __init__(self, log_path: Path) -> None:
+    ``foreign``: the descriptors the worker must not keep that its own supervisor does not
+    know of (it closes its own ones): the other supervisor's pipes, wake-up pipe and
+    connection, and the runner's gate sockets. In production two supervisors are two
+    processes; here they share one, and a worker of one holding the other's end of a pipe
+    would keep that pipe from ever hanging up."""
+
+    def __init__(self, log_path: Path, foreign: Callable[[], Iterable[int]]) -> None:
         self.log_path = log_path
+        self.foreign = foreign
 
     def __call__(self) -> Mapping[str, httpx.BaseTransport]:
+        for fd in set(self.foreign()):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(log_fd, 2)
         os.close(log_fd)

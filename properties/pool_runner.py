@@ -19,8 +19,8 @@ decides every other move, so a schedule replays the same every time:
   ``stop_supervisor`` is its SIGTERM (it stops every worker and hands their runs back);
   ``rival_sweep`` is a pass of a second supervisor on the same database, with a pool of
   its own. A stopped or killed supervisor is started again at the next pass;
-- ``restart`` is a worker an operator starts by hand (a forked process, as in the process
-  runner) beside the supervised ones.
+- ``restart`` is a worker an operator starts by hand (a process of its own, as in the
+  process runner's ``exec`` mode) beside the supervised ones.
 
 Every invariant of the other runners holds here too, and the pool's own:
 
@@ -129,13 +129,14 @@ class PoolRunner(ScheduleRunner):
     def _pilot(self, start: Start) -> Pilot:
         handed = self._handing.pop(start.run_id, None)
         if handed is None:  # a worker started by hand (restart; settle's last resort)
+            # a fresh interpreter: a fork would hold the supervisors' pipes open
             return ProcessPilot(
                 start,
                 url=self.url,
                 settings=self.settings,
                 variant=self.variant,
                 support_url=self.remotes.support_url,
-                spawn="fork",
+                spawn="exec",
                 log_path=self.log_dir / "workers.log",
             )
         supervised, proc = handed

@@ -76,7 +76,7 @@ class PoolWorld:
             crash=GatePlan(hook=GateHook(self.gates.path)),
         )
         self.agents = list(suite_agents(support_url).values())
-        self.setup = ChildSetup(log_dir / "pool-workers.log")
+        self.setup = ChildSetup(log_dir / "pool-workers.log", self._foreign_fds)
         self._conn = conn
         self.expect_agent = expect_agent
         self.supervisors: dict[str, Supervised] = {}
@@ -90,6 +90,18 @@ class PoolWorld:
         self.served: dict[int, int] = {}  # runs each pool worker was handed, by pid
 
     # -- supervisors ----------------------------------------------------------------------
+
+    def _foreign_fds(self) -> list[int]:
+        """In a new pool worker: every supervisor's pipes, wake-up pipe and connection,
+        and the runner's gate sockets (its own supervisor's, the worker closed already)."""
+        fds = [self.gates.listener.fileno(), *(c.fileno() for c in self.gates.channels.values())]
+        for s in self.supervisors.values():
+            sup = s.supervisor
+            fds += [sup._wake_r, sup._wake_w]
+            if not sup.conn.closed:
+                fds.append(sup.conn.fileno())
+            fds += [fd for w in sup.workers.values() if (fd := w.fileno()) is not None]
+        return fds
 
     def supervised(self, name: str) -> Supervised:
         """The supervisor ``name``, started if none runs (a stopped or killed one is

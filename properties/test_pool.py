@@ -154,6 +154,24 @@ def test_a_pool_schedule_replays_the_same_every_time(pool_runner: PoolRunner) ->
     assert all(first[run]["status"] == "done" for run in ("r0", "r1", "r2"))
 
 
+def test_an_orphan_leaves_when_its_run_is_done_while_a_hand_started_worker_lives(
+    pool_runner: PoolRunner,
+) -> None:
+    """The supervisor dies; its busy worker finishes its run, finds the pipe closed and
+    exits, although a worker an operator started by hand is alive beside it (were it a
+    fork of the runner it would hold the pipe open, and the orphan would wait forever)."""
+    events = [
+        Event(op="start", run=0),
+        Event(op="start", run=1),
+        Event(op="restart", run=1),
+        Event(op="hangup"),
+        *[Event(op="step", run=0)] * 4,
+    ]
+    outcome, trace = _run(pool_runner, events)
+    assert not isinstance(outcome, str), outcome
+    assert "step r0: w1 ended: done" in trace, trace
+
+
 class _Told:
     """A supervisor's stand-in that has heard one run end: (lease, code)."""
 
