@@ -54,7 +54,19 @@ op                 what happens                                    fields
                    (it needs attention; no worker of it is alive):
                    ``--confirm`` with what the desk delivered, or
                    ``--redo`` if it delivered nothing
+``sigterm``        SIGTERM to the pool worker holding the run      run
+                   (pool mode, ``properties.pool_runner``)
+``hangup``         the supervisor dies (SIGKILL): every pipe to
+                   its pool workers closes; they become orphans
+                   (pool mode)
+``stop_supervisor``  SIGTERM to the supervisor: it stops its
+                   workers and hands their runs back (pool mode)
+``rival_sweep``    a second supervisor on the same database
+                   sweeps (pool mode)
 =================  ==============================================  ==========================
+
+The last four apply only where a real supervisor runs (``--mode pool``); the other
+runners skip them.
 
 An event that does not apply when it comes (a step of a run nobody works on) is a
 no-op and says so in the trace; that keeps every list of events a valid schedule.
@@ -94,12 +106,19 @@ OPS: Final = (
     "db_crash",
     "resolve",
     "land",
+    "sigterm",  # the pool mode's (properties.pool_runner); other runners skip these four
+    "hangup",
+    "stop_supervisor",
+    "rival_sweep",
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
 _RUN_OPS: Final = frozenset(OPS) - {
     "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land"
 }  # fmt: skip
+# what only the pool mode generates and does (properties.pool_runner)
+POOL_OPS: Final = ("sigterm", "hangup", "stop_supervisor", "rival_sweep")
+_NEEDS_RUN: Final = _RUN_OPS - {"hangup", "stop_supervisor", "rival_sweep"}  # the supervisor's
 MAX_LATENCY: Final = 5.0  # seconds a latency knob may take
 MAX_SECONDS: Final = 3600.0  # seconds one tick or sweep may move the clock
 
@@ -131,7 +150,7 @@ class Event:
             raise ScheduleError(
                 f"agent belongs to a start and is one of {', '.join(KINDS)}, got {self.agent!r}"
             )
-        if self.op in _RUN_OPS and (self.run is None or not 0 <= self.run < RUNS):
+        if self.op in _NEEDS_RUN and (self.run is None or not 0 <= self.run < RUNS):
             raise ScheduleError(f"{self.op} needs run in 0..{RUNS - 1}, got {self.run!r}")
         if self.op in ("crash", "pause", "stall") and self.point not in CRASH_POINTS:
             raise ScheduleError(f"{self.op} needs point in {', '.join(CRASH_POINTS)}")

@@ -7,7 +7,12 @@ and, if given, ``--budget`` seconds, whichever comes first. Every round's seed i
 logged before it starts; every finding is shrunk, saved as JSON under ``--failures``
 (default properties/failures/) and listed at the end with its replay command. The
 summary says what the budget bought -- schedules, events, crashes, database crashes,
-zombies -- and goes to ``--report`` (JSON) for the workflow's artifacts. On a terminal
+zombies -- and goes to ``--report`` (JSON) for the workflow's artifacts.
+
+``--mode pool`` hunts with the real supervisor and its long-lived pool workers instead
+(:mod:`properties.pool_hunt`): schedules of the pool's own events too (SIGKILL, SIGTERM
+and stalls of pool workers, the supervisor's hang-up and SIGTERM, a rival supervisor),
+counted in the summary; a finding replays with ``--mode pool``. On a terminal
 a progress line shows examples, events, crashes and findings so far.
 
 Exit status: 0 nothing found, 1 at least one finding, 2 bad usage.
@@ -26,8 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from .machine import FAILURES, explore
+from .machine import FAILURES, Exploration, explore
+from .pool_hunt import Hunt, hunt
+from .pool_runner import PoolRunner
 from .progress import Progress
+from .runner import ScheduleRunner
 from .runners import InProcessRunner
 from .server import SuiteDatabase
 
@@ -53,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--round-examples", type=int, default=ROUND_EXAMPLES)
     parser.add_argument("--variant", help="hunt in a deliberately broken runtime instead")
     parser.add_argument(
+        "--mode",
+        choices=("inprocess", "pool"),
+        default="inprocess",
+        help="inprocess: the state machine over threads (default); pool: schedules against "
+        "the real supervisor and its pool workers",
+    )
+    parser.add_argument(
         "--no-small-scope",
         action="store_true",
         help="skip the small scope's grid (it is the same for every shard: one shard suffices)",
@@ -70,12 +85,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = args.seed if args.seed is not None else os.environ.get("PROPERTIES_SEED")
     began = time.monotonic()
     deadline = None if args.budget is None else began + args.budget
+    if args.mode == "pool" and args.variant is not None:
+        print("error: --mode pool runs the real runtime only (no --variant)", file=sys.stderr)
+        return 2
     database = SuiteDatabase.for_command()
-    runner = InProcessRunner(database.url, variant=args.variant, server=database)
+    runner: ScheduleRunner
+    if args.mode == "pool":
+        runner = PoolRunner(database.url, server=database)
+    else:
+        runner = InProcessRunner(database.url, variant=args.variant, server=database)
     progress = Progress(f"nightly {args.shard}")
     rounds: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
     totals = dict.fromkeys(COUNTS, 0)
+    pool: dict[str, int] = {}  # the pool mode's own doings, summed over the rounds
     try:
         runner.warm()
         while totals["examples"] < args.schedules and (
@@ -83,16 +106,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             seed = int(first) if first is not None and not rounds else _fresh_seed()
             print(f"round {len(rounds) + 1} shard {args.shard} seed {seed}", flush=True)
-            result = explore(
-                runner,
-                profile="nightly",
-                seed=seed,
-                name=f"nightly-{shard}-{seed}",
-                failures_dir=args.failures,
-                progress=progress,
-                small_scope=not rounds and not args.no_small_scope,  # the same every round
-                max_examples=min(args.round_examples, args.schedules - totals["examples"]),
-            )
+            examples = min(args.round_examples, args.schedules - totals["examples"])
+            if isinstance(runner, PoolRunner):
+                hunted = hunt(
+                    runner,
+                    examples=examples,
+                    seed=seed,
+                    name=f"nightly-pool-{shard}-{seed}",
+                    failures_dir=args.failures,
+                )
+                for key, value in hunted.pool.items():
+                    pool[key] = pool.get(key, 0) + value
+                result: Exploration | Hunt = hunted
+            else:
+                result = explore(
+                    runner,
+                    profile="nightly",
+                    seed=seed,
+                    name=f"nightly-{shard}-{seed}",
+                    failures_dir=args.failures,
+                    progress=progress,
+                    small_scope=not rounds and not args.no_small_scope,  # the same every round
+                    max_examples=examples,
+                )
             for key in totals:
                 totals[key] += getattr(result.stats, key)
             rounds.append(
@@ -100,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "seed": seed,
                     **{key: getattr(result.stats, key) for key in COUNTS},
                     "seconds": round(result.elapsed, 1),
-                    "small_scope": result.scope_tried,  # grid schedules replayed first
+                    "small_scope": getattr(result, "scope_tried", 0),  # grid schedules first
                     "crashes_per_point": result.stats.fired,
                     "faults": result.stats.faults,
                     "found": result.error is not None,
@@ -114,18 +150,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner.close()
         database.close()
     seconds = time.monotonic() - began
+    replay_mode = "pool" if args.mode == "pool" else "process"
     print(
         f"nightly shard {args.shard}: {len(rounds)} rounds in {seconds:.0f}s: "
         f"{totals['examples']} schedules, {totals['events']} events, {totals['crashes']} "
         f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies, "
         f"{len(findings)} findings"
     )
+    if pool:
+        print("pool: " + ", ".join(f"{n} {what}" for what, n in pool.items()))
     for finding in findings:
         print(f"FINDING seed {finding['seed']}: {finding['failure']}")
-        print(f"  replay: python -m properties.replay {finding['file']} --mode process")
+        print(f"  replay: python -m properties.replay {finding['file']} --mode {replay_mode}")
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
-        summary = {"shard": args.shard, "seconds": round(seconds, 1), "totals": totals}
+        summary = {"shard": args.shard, "mode": args.mode, "seconds": round(seconds, 1)}
+        summary |= {"totals": totals, "pool": pool}
         args.report.write_text(
             json.dumps({**summary, "rounds": rounds, "findings": findings}, indent=2)
         )

@@ -38,9 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("file", help="a schedule JSON file (properties/failures/*.json)")
     parser.add_argument(
         "--mode",
-        choices=("inprocess", "process", "exec"),
+        choices=("inprocess", "process", "exec", "pool"),
         default="inprocess",
-        help="inprocess (threads), process (forked workers, real signals) or exec",
+        help="inprocess (threads), process (forked workers, real signals), exec, or pool "
+        "(the real supervisor and its pool workers)",
     )
     parser.add_argument(
         "--variant",

@@ -46,6 +46,7 @@ from .observe import Snapshot
 from .pilots import Start, owner_of
 from .remotes import Remotes
 from .shadow import Shadow
+from .supervisor_events import NoSupervisor
 from .violations import Violation
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ SETTINGS: Final = Settings(
 )
 
 
-class ScheduleRunner(Disruptions):
+class ScheduleRunner(NoSupervisor, Disruptions):
     """Applies events, keeps the ledgers, checks the invariants. Subclasses make pilots."""
 
     mode: str = "?"

@@ -108,7 +108,11 @@ def make_runner(
 ) -> ScheduleRunner:
     if mode == "inprocess":
         return InProcessRunner(database.url, variant=variant, server=database)
+    if mode == "pool":
+        from .pool_runner import PoolRunner  # the real supervisor: imported only when asked
+
+        return PoolRunner(database.url, variant=variant, server=database)
     if mode in ("process", "fork", "exec"):
         spawn: Literal["fork", "exec"] = "exec" if mode == "exec" else "fork"
         return ProcessRunner(database.url, variant=variant, spawn=spawn, server=database)
-    raise ValueError(f"unknown runner mode {mode!r}; use inprocess, process (fork) or exec")
+    raise ValueError(f"unknown runner mode {mode!r}; use inprocess, process (fork), exec or pool")

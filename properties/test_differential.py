@@ -14,6 +14,10 @@ schedule the in-process runner passes goes through the process runner. The first
 failing schedule is saved before shrinking; shrinking stops after
 :data:`~properties.machine.SHRINK_BUDGET` seconds; the shrunk one is saved too, and both
 print their replay commands.
+
+The third runner, the real supervisor and its pool (``--mode pool``), has its share of
+the differential in ``test_pool.py``: calm schedules must give it this test's in-process
+outcome and trace; every other pool schedule, every invariant.
 """
 
 from __future__ import annotations

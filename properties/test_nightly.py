@@ -65,3 +65,17 @@ def test_a_nightly_finding_is_saved_with_its_replay_command(
     assert "[" in finding["failure"]  # a violation, named by its kind
     assert Path(finding["file"]).exists()
     assert f"replay: python -m properties.replay {finding['file']} --mode process" in result.stdout
+
+
+def test_a_nightly_pool_round_runs_the_real_supervisor_and_counts_its_events(
+    suite_database: SuiteDatabase, tmp_path: Path
+) -> None:
+    result = _nightly(
+        suite_database, tmp_path, "--mode", "pool", "--schedules", "2", "--round-examples", "1"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["mode"] == "pool" and report["findings"] == []
+    assert report["rounds"][0]["seed"] == 4242 and report["totals"]["examples"] == 2
+    assert set(report["pool"]) >= {"pool worker killed", "supervisor hang-up", "event rival_sweep"}
+    assert "pool: " in result.stdout and "rival sweep" in result.stdout

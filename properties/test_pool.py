@@ -1,0 +1,272 @@
+"""The pool mode: the real supervisor and its long-lived pool workers under schedules.
+
+- Calm schedules (no worker dies, stalls or is outpaced) must give the real supervisor
+  and pool exactly the in-process runner's outcome *and* trace: there the mimic claims
+  what the supervisor claims, in the same order.
+- Any schedule of the pool's events (SIGKILL, SIGTERM and SIGSTOP of pool workers, the
+  supervisor's hang-up and SIGTERM, a rival supervisor) keeps every invariant, the pool's
+  own included; and one replays the same every time.
+- The pool's invariants fail where they should: a supervisor that leaves a dead worker's
+  run to its lease, one that lets runs wait beside an idle worker, a pool worker that
+  keeps the agent of its first run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+import agent_runtime.worker
+from agent_runtime.agent import Agent
+from agent_runtime.agent import agent_of as real_agent_of
+from agent_runtime.records import Lease
+from agent_runtime.supervisor import Supervisor
+from agent_runtime.workerpool import WorkerProcess
+
+from .events import Event, Schedule
+from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
+from .pilots import Exit, Start
+from .pool_pilot import PoolPilot
+from .pool_runner import PoolRunner
+from .pool_strategies import calm_schedules, pool_schedules
+from .pool_world import PoolWorld, Supervised
+from .profiles import active_profile, profile_settings
+from .remotes import HttpRemotes
+from .runner import SETTINGS, ScheduleRunner
+from .runners import InProcessRunner, ProcessRunner
+from .server import SuiteDatabase
+from .violations import Violation, Violations
+
+CALM = {"dev": 3, "ci": 4, "nightly": 60}  # calm schedules through both runners
+STORMY = {"dev": 4, "ci": 6, "nightly": 200}  # pool schedules, invariants alone
+
+
+@pytest.fixture(scope="module")
+def pool_runner(
+    suite_database: SuiteDatabase, process_runner: ProcessRunner
+) -> Iterator[PoolRunner]:
+    # the process runner's mocks: starting three uvicorn servers again costs seconds
+    remotes = process_runner.remotes
+    assert isinstance(remotes, HttpRemotes)
+    runner = PoolRunner(suite_database.url, server=suite_database, remotes=remotes)
+    try:
+        runner.warm()
+        yield runner
+    finally:
+        runner.close()
+
+
+def _run(runner: ScheduleRunner, events: list[Event]) -> tuple[Any, list[str]]:
+    try:
+        outcome: Any = runner.replay(events)
+    except (Violation, Violations) as exc:
+        outcome = f"violation: {exc}"
+    return outcome, list(runner.trace)
+
+
+def _save(events: list[Event], failure: str, name: str) -> None:
+    schedule = Schedule(
+        events=tuple(events), name=name, profile=active_profile(), failure=failure,
+        meta={"runner": "pool"},
+    )  # fmt: skip
+    digest = hashlib.sha1(json.dumps([e.to_json() for e in events]).encode()).hexdigest()
+    path = schedule.save(FAILURES / f"{name}-{digest[:8]}.json")
+    print(report("failing schedule", schedule, path).replace("--mode inprocess", "--mode pool"))
+
+
+def test_calm_schedules_give_the_real_pool_the_inprocess_runners_outcome_and_trace(
+    inprocess_runner: InProcessRunner, pool_runner: PoolRunner
+) -> None:
+    profile = active_profile()
+
+    @profile_settings(profile, max_examples=CALM[profile], stateful_step_count=10)
+    @given(calm_schedules(max_events=8))
+    def agree(events: list[Event]) -> None:
+        fast, fast_trace = _run(inprocess_runner, events)
+        assert not isinstance(fast, str), fast
+        real, real_trace = _run(pool_runner, events)
+        problem = None
+        if fast_trace != real_trace:
+            problem = f"traces differ\ninprocess: {fast_trace}\npool:      {real_trace}"
+        elif fast != real:
+            problem = f"outcomes differ\ninprocess: {fast}\npool:      {real}"
+        if problem is not None:
+            _save(events, problem, "pool-calm")
+            raise AssertionError(problem)
+
+    with shrinking_within(SHRINK_BUDGET):
+        agree()
+
+
+def test_pool_schedules_keep_every_invariant_with_the_real_supervisor(
+    pool_runner: PoolRunner,
+) -> None:
+    profile = active_profile()
+    before = dict(pool_runner.stats.events_by_op)
+
+    @profile_settings(profile, max_examples=STORMY[profile], stateful_step_count=10)
+    @given(pool_schedules(max_events=9))
+    def holds(events: list[Event]) -> None:
+        outcome, _ = _run(pool_runner, events)
+        if isinstance(outcome, str):
+            _save(events, outcome, "pool")
+            raise AssertionError(outcome)
+
+    with shrinking_within(SHRINK_BUDGET):
+        holds()
+    ran = {op: n - before.get(op, 0) for op, n in pool_runner.stats.events_by_op.items()}
+    print(f"pool events: {ran}; pool faults: {pool_runner.stats.faults}")
+
+
+STORY = [
+    Event(op="start", run=0, agent="support"),
+    Event(op="start", run=1, agent="parallel"),
+    Event(op="crash", run=0, point="after_call", seq=1, kill=True),
+    Event(op="stall", run=1, point="after_intent", seq=1),
+    Event(op="sweep"),
+    Event(op="rival_sweep"),
+    Event(op="start", run=2, agent="once"),
+    Event(op="sigterm", run=0),
+    Event(op="resume", run=1),
+    Event(op="hangup"),
+    Event(op="step", run=2),
+    Event(op="sweep", seconds=0.0),
+    Event(op="stop_supervisor"),
+    Event(op="tick", seconds=13.0),
+]
+
+
+def test_a_pool_schedule_replays_the_same_every_time(pool_runner: PoolRunner) -> None:
+    first, first_trace = _run(pool_runner, STORY)
+    again, again_trace = _run(pool_runner, STORY)
+    assert not isinstance(first, str), first
+    assert (again_trace, again) == (first_trace, first)
+    text = "\n".join(first_trace)
+    for said in ("crashed at after_call seq=1", "hands on r0", "stalled", "ended: SIGTERM",
+                 "orphans", "the supervisor stopped"):  # fmt: skip
+        assert said in text, f"{said!r} not in\n{text}"
+    assert all(first[run]["status"] == "done" for run in ("r0", "r1", "r2"))
+
+
+def test_an_orphan_leaves_when_its_run_is_done_while_a_hand_started_worker_lives(
+    pool_runner: PoolRunner,
+) -> None:
+    """The supervisor dies; its busy worker finishes its run, finds the pipe closed and
+    exits, although a worker an operator started by hand is alive beside it (were it a
+    fork of the runner it would hold the pipe open, and the orphan would wait forever)."""
+    events = [
+        Event(op="start", run=0),
+        Event(op="start", run=1),
+        Event(op="restart", run=1),
+        Event(op="hangup"),
+        *[Event(op="step", run=0)] * 4,
+    ]
+    outcome, trace = _run(pool_runner, events)
+    assert not isinstance(outcome, str), outcome
+    assert "step r0: w1 ended: done" in trace, trace
+
+
+class _Told:
+    """A supervisor's stand-in that has heard one run end: (lease, code)."""
+
+    def __init__(self, lease: Lease, code: int) -> None:
+        self.heard = [(lease, code)]
+
+    def reap(self) -> list[tuple[Lease, int]]:
+        heard, self.heard = self.heard, []
+        return heard
+
+
+def test_an_end_heard_before_its_tenure_is_piloted_still_ends_that_tenure(
+    tmp_path: Path,
+) -> None:
+    """One pass hands out r0 and r1; while the runner drives r0 to its first gate the
+    supervisor hears that r1's worker parked it already (before any gate). r1's pilot,
+    made next, must end at once, not wait for a word that was already read."""
+    world = PoolWorld(
+        "postgresql:///unused", SETTINGS, support_url="http://desk", log_dir=tmp_path,
+        conn=lambda: None, expect_agent=lambda run: None,  # type: ignore[arg-type,return-value]
+    )  # fmt: skip
+    try:
+        lease = Lease(run_id="r1", owner="sup:r1", generation=2)
+        told = Supervised(name="main", supervisor=_Told(lease, 6))  # type: ignore[arg-type]
+        world.reap(told)  # heard during r0's drive: r1 has no pilot yet
+        start = Start(run_id="r1", label="w4", lease=lease)
+        tenure = PoolPilot(
+            start, world=world, supervised=told, proc=WorkerProcess(pid=1, lease=lease)
+        )
+        world.adopt(tenure)
+        assert tenure.next(timeout=0.5) == Exit(kind="NeedsAttention", detail="code 6")
+    finally:
+        world.close()
+
+
+class _Forgetful(Supervisor):
+    """Leaves the run of a worker that died to its lease."""
+
+    def _after_exit(self, lease: Lease, code: int) -> None:
+        return None
+
+
+class _Hoarding(Supervisor):
+    """Claims nothing while one of its workers is idle (a wrong count of free slots)."""
+
+    def _claim(self) -> list[WorkerProcess]:
+        if any(w.idle for w in self.workers.values()):
+            return []
+        return super()._claim()
+
+
+def _violation(runner: PoolRunner, events: list[Event]) -> str:
+    outcome, trace = _run(runner, events)
+    assert isinstance(outcome, str), f"no violation; trace: {trace}"
+    return outcome
+
+
+def test_a_supervisor_that_leaves_a_dead_workers_run_to_its_lease_is_caught(
+    pool_runner: PoolRunner,
+) -> None:
+    pool_runner.world.supervisor_class = _Forgetful
+    try:
+        found = _violation(
+            pool_runner, [Event(op="start", run=0), Event(op="crash", run=0, point="after_intent")]
+        )
+    finally:
+        pool_runner.world.supervisor_class = Supervisor
+    assert "[pool_freed] run r0" in found
+
+
+def test_a_supervisor_that_lets_runs_wait_beside_an_idle_worker_is_caught(
+    pool_runner: PoolRunner,
+) -> None:
+    pool_runner.world.supervisor_class = _Hoarding
+    try:
+        done_then_new = [Event(op="start", run=0), *[Event(op="step", run=0)] * 4]
+        found = _violation(pool_runner, [*done_then_new, Event(op="start", run=1)])
+    finally:
+        pool_runner.world.supervisor_class = Supervisor
+    assert "[pool_idle_wait]" in found
+
+
+def test_a_pool_worker_that_keeps_its_first_runs_agent_is_caught(
+    pool_runner: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = real_agent_of
+    first: dict[str, Agent] = {}
+
+    def sticky(agents: Any, name: str, run_id: str) -> Agent:
+        return first.setdefault("agent", real(agents, name, run_id))
+
+    monkeypatch.setattr(agent_runtime.worker, "agent_of", sticky)  # inherited by every fork
+    events = [
+        Event(op="start", run=0, agent="support"),
+        *[Event(op="step", run=0)] * 6,
+        Event(op="start", run=1),
+    ]
+    assert "[pool_agent] run r1" in _violation(pool_runner, events)
