@@ -7,7 +7,8 @@ and, if given, ``--budget`` seconds, whichever comes first. Every round's seed i
 logged before it starts; every finding is shrunk, saved as JSON under ``--failures``
 (default properties/failures/) and listed at the end with its replay command. The
 summary says what the budget bought -- schedules, events, crashes, database crashes,
-zombies -- and goes to ``--report`` (JSON) for the workflow's artifacts. On a terminal
+zombies, operator actions (cancel, retry, resolve choices, counted by kind under
+``operators``) -- and goes to ``--report`` (JSON) for the workflow's artifacts. On a terminal
 a progress line shows examples, events, crashes and findings so far.
 
 Exit status: 0 nothing found, 1 at least one finding, 2 bad usage.
@@ -75,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(f"nightly {args.shard}")
     rounds: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
-    totals = dict.fromkeys(COUNTS, 0)
+    totals = dict.fromkeys((*COUNTS, "operator_actions"), 0)
+    operator_totals: dict[str, int] = {}  # cancel, retry, resolve choices, refusals
     try:
         runner.warm()
         while totals["examples"] < args.schedules and (
@@ -93,8 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 small_scope=not rounds and not args.no_small_scope,  # the same every round
                 max_examples=min(args.round_examples, args.schedules - totals["examples"]),
             )
-            for key in totals:
+            for key in COUNTS:
                 totals[key] += getattr(result.stats, key)
+            operators = _operators(result.stats.faults)
+            for what, n in operators.items():
+                operator_totals[what] = operator_totals.get(what, 0) + n
+            totals["operator_actions"] += sum(operators.values())
             rounds.append(
                 {
                     "seed": seed,
@@ -103,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "small_scope": result.scope_tried,  # grid schedules replayed first
                     "crashes_per_point": result.stats.fired,
                     "faults": result.stats.faults,
+                    "operators": operators,
                     "found": result.error is not None,
                 }
             )
@@ -118,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"nightly shard {args.shard}: {len(rounds)} rounds in {seconds:.0f}s: "
         f"{totals['examples']} schedules, {totals['events']} events, {totals['crashes']} "
         f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies, "
+        f"{totals['operator_actions']} operator actions, "
         f"{len(findings)} findings"
     )
     for finding in findings:
@@ -125,11 +133,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  replay: python -m properties.replay {finding['file']} --mode process")
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
-        summary = {"shard": args.shard, "seconds": round(seconds, 1), "totals": totals}
+        summary = {
+            "shard": args.shard,
+            "seconds": round(seconds, 1),
+            "totals": totals,
+            "operators": operator_totals,
+        }
         args.report.write_text(
             json.dumps({**summary, "rounds": rounds, "findings": findings}, indent=2)
         )
     return 1 if findings else 0
+
+
+def _operators(faults: dict[str, int]) -> dict[str, int]:
+    """The operator's events of a round (cancel, retry, resolve choices, and refusals)."""
+    return {what: n for what, n in sorted(faults.items()) if what.startswith("operator ")}
 
 
 def _fresh_seed() -> int:

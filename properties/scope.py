@@ -14,6 +14,8 @@ crash-free baseline and every crash point of that step:
 - ``outpaced``: the worker waits there alive, a restart takes the run over, the old
   worker's heartbeat finds out, and it goes on;
 - ``woken``: the worker freezes there, is swept, and wakes into a remote's outage;
+- ``cancelled``: an operator cancels the run while the worker waits there, the worker
+  goes on, a sweep comes by (nothing of it may be accepted, nobody may claim it);
 - ``db_crash``: the database crashes while the worker waits there;
 
 and, once per step, three stories that place a fault themselves: ``bad_answers`` (the
@@ -46,10 +48,10 @@ from .events import Event, Schedule
 from .minimise import first_failure
 from .runner import SETTINGS, ScheduleRunner
 
-POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "db_crash")
+POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
 STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs")
 # the database crash last: it is the dearest (a server restart each)
-STORIES: Final = ("crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "db_crash")
+STORIES: Final = ("crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "cancelled", "db_crash")
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
 # A database crash sees only what is written: the journal is the same at before_decide as
 # at the previous after_confirm, at after_decide_before_journal as at before_decide, at
@@ -95,6 +97,14 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
         )
     if how == "db_crash":
         return (start, Event(op="db_crash", run=0, point=point, seq=seq))
+    if how == "cancelled":  # an operator cancels while the worker waits there; it goes on
+        return (
+            start,
+            Event(op="pause", run=0, point=point, seq=seq),
+            Event(op="cancel", run=0),
+            Event(op="step", run=0),
+            Event(op="sweep"),
+        )
     if how == "bad_answers":  # the model answers garbage twice; the run is then restarted
         return (
             start,

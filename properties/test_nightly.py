@@ -49,8 +49,11 @@ def test_a_nightly_round_logs_its_seed_and_reports_nothing_found(
     totals = report["totals"]
     assert (
         f"{totals['examples']} schedules, {totals['events']} events, {totals['crashes']} "
-        f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies"
+        f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies, "
+        f"{totals['operator_actions']} operator actions"
     ) in result.stdout
+    assert totals["operator_actions"] == sum(report["operators"].values())
+    assert all(k.startswith("operator ") for k in report["operators"])
 
 
 def test_a_nightly_finding_is_saved_with_its_replay_command(
