@@ -47,8 +47,16 @@ def normalised(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def given_up(now: Snapshot, run: str, seq: int) -> bool:
+    """Whether an operator failed the call (``resolve --fail``): the model then decides anew,
+    so the step is not the crash-free run's."""
+    call = now.calls.get(run, {}).get(seq)
+    return call is not None and (call.state, call.remote_status) == ("failed", "operator")
+
+
 def baseline_of(now: Snapshot, run: str) -> Baseline:
-    decisions = [now.decisions[run][s] for s in sorted(now.decisions.get(run, {}))]
+    steps = sorted(now.decisions.get(run, {}))
+    decisions = [now.decisions[run][s] for s in steps if not given_up(now, run, s)]
     return Baseline(
         tools=tuple(d.tool for d in decisions),
         args=tuple(normalised(d.args) for d in decisions),
@@ -85,7 +93,7 @@ def settled(now: Snapshot, baselines: dict[str, Baseline], asks: list[Ask]) -> l
         held = {row.key: row for row in now.effects_of(run)}
         expected_keys = set()
         for seq, d in sorted(now.decisions[run].items()):
-            if d.tool == "done":
+            if d.tool == "done" or given_up(now, run, seq):
                 continue
             call = calls.get(seq)
             if call is None or call.state != "confirmed":

@@ -227,11 +227,15 @@ class Checks(Driving):
             if (a.remote, a.seq) not in self.landed
         ]
 
+    def _settling(self) -> dict[str, Baseline]:
+        """The runs the teardown must have finished, each with its baseline."""
+        return self.baselines()
+
     def check_final(self) -> None:
         now = self.observe()
         found = list(self.problems)
         self.problems.clear()
-        found += baseline.settled(now, self.baselines(), self.asks)
+        found += baseline.settled(now, self._settling(), self.asks)
         for w in self.workers:
             if w.alive:
                 found.append(Violation("settled", w.run, None, f"{w.label} is still alive"))

@@ -50,10 +50,18 @@ op                 what happens                                    fields
                    comes back; with ``point``, first the run's
                    worker is driven to that gate. Every connection
                    drops; what was not flushed is lost
-``resolve``        an operator resolves the run's call in doubt     run
-                   (it needs attention; no worker of it is alive):
-                   ``--confirm`` with what the desk delivered, or
-                   ``--redo`` if it delivered nothing
+``resolve``        an operator resolves the run's call in doubt     run, choice?
+                   (it needs attention): without ``choice``, once
+                   no worker of it is alive, ``--confirm`` with what
+                   the desk delivered, or ``--redo`` if it delivered
+                   nothing; with ``choice`` (``confirm``, ``redo``,
+                   ``fail``) that one, even while a zombie of the
+                   run waits at a gate, where the desk allows it
+``cancel``         an operator cancels the run (``cancel_run``),     run
+                   wherever its workers stand; a refusal (done,
+                   parked) is traced
+``retry``          an operator retries the run (``retry_run``); a    run
+                   refusal (done, cancelled, a live lease) is traced
 ``sigterm``        SIGTERM to the pool worker holding the run      run
                    (pool mode, ``properties.pool_runner``)
 ``hangup``         the supervisor dies (SIGKILL): every pipe to
@@ -85,9 +93,10 @@ from agent_runtime.crash import CRASH_POINTS
 
 from .agents import DEFAULT_KIND, KINDS
 
-FORMAT: Final = "crashresume.schedule/3"
-# /1 had no tick, heartbeat, db_crash; /2 no agent (every run the seed's) and no resolve
-READABLE: Final = (FORMAT, "crashresume.schedule/2", "crashresume.schedule/1")
+FORMAT: Final = "crashresume.schedule/4"
+# /1 had no tick, heartbeat, db_crash; /2 no agent (every run the seed's) and no resolve;
+# /3 no cancel, no retry, no resolve choice
+READABLE: Final = (FORMAT, *(f"crashresume.schedule/{n}" for n in (3, 2, 1)))
 RUNS: Final = 3  # runs a schedule may interleave: r0, r1, r2
 OPS: Final = (
     "start",
@@ -106,6 +115,8 @@ OPS: Final = (
     "db_crash",
     "resolve",
     "land",
+    "cancel",
+    "retry",
     "sigterm",  # the pool mode's (properties.pool_runner); other runners skip these four
     "hangup",
     "stop_supervisor",
@@ -113,6 +124,7 @@ OPS: Final = (
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
+RESOLVE_CHOICES: Final = ("confirm", "redo", "fail")  # resolve RUN --seq N --<choice>
 _RUN_OPS: Final = frozenset(OPS) - {
     "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land"
 }  # fmt: skip
@@ -142,6 +154,7 @@ class Event:
     n: int | None = None
     seconds: float | None = None
     agent: str | None = None  # start: the kind of run (properties.agents.KINDS)
+    choice: str | None = None  # resolve: the operator's choice (RESOLVE_CHOICES), or theirs
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -159,6 +172,8 @@ class Event:
                 raise ScheduleError(f"db_crash point must be one of {', '.join(CRASH_POINTS)}")
             if self.run is None or not 0 <= self.run < RUNS:
                 raise ScheduleError(f"db_crash at a point needs run in 0..{RUNS - 1}")
+        if self.choice is not None and (self.op != "resolve" or self.choice not in RESOLVE_CHOICES):
+            raise ScheduleError(f"choice belongs to a resolve and is one of {RESOLVE_CHOICES}")
         if self.op == "tick" and (self.seconds is None or not 0 < self.seconds <= MAX_SECONDS):
             raise ScheduleError(
                 f"tick needs seconds in (0, {MAX_SECONDS:.0f}], got {self.seconds!r}"
@@ -193,7 +208,7 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op}
-        for name in ("run", "point", "seq", "fault", "n", "seconds", "agent"):
+        for name in ("run", "point", "seq", "fault", "n", "seconds", "agent", "choice"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -205,7 +220,7 @@ class Event:
     def from_json(cls, obj: object) -> Event:
         if not isinstance(obj, Mapping) or "op" not in obj:
             raise ScheduleError(f"an event is an object with an 'op', got {obj!r}")
-        known = {"op", "run", "point", "seq", "kill", "fault", "n", "seconds", "agent"}
+        known = {"op", "run", "point", "seq", "kill", "fault", "n", "seconds", "agent", "choice"}
         extra = sorted(set(obj) - known)
         if extra:
             raise ScheduleError(f"unknown event field(s) {', '.join(extra)} in {dict(obj)!r}")
@@ -228,6 +243,8 @@ class Event:
                 return "db_crash"
             at = f"{self.point}" + ("" if self.seq is None else f" seq={self.seq}")
             return f"db_crash with {self.run_name} at {at}"
+        if self.op == "resolve" and self.choice is not None:
+            return f"resolve {self.run_name} --{self.choice}"
         if self.op == "start" and self.agent is not None:
             return f"start {self.run_name} ({self.agent})"
         if self.run is None:

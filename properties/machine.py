@@ -48,6 +48,7 @@ from .agents import DEFAULT_KIND, KINDS
 from .driving import Stats
 from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
 from .minimise import first_failure, minimise
+from .operator_rules import OperatorRules
 from .profiles import profile_settings
 from .progress import Progress
 from .runner import SETTINGS, ScheduleRunner
@@ -103,7 +104,7 @@ def report(what: str, schedule: Schedule, path: Path) -> str:
     )
 
 
-class ScheduleMachine(RuleBasedStateMachine):
+class ScheduleMachine(OperatorRules, RuleBasedStateMachine):
     """Bound to a runner by :func:`bind`; one instance per example."""
 
     runner: ClassVar[ScheduleRunner]
@@ -141,6 +142,8 @@ class ScheduleMachine(RuleBasedStateMachine):
             return [n for n in r.started if r.active.get(n) is not None or r.waiting.get(n)]
         if which == "unfinished":
             return [n for n in r.started if r.status(n) not in ("done", "failed", "cancelled")]
+        if which in ("started", "attention"):  # for an operator: any run, or a parked one
+            return [n for n in r.started if which == "started" or r.status(n) == "needs_attention"]
         if which == "parked":  # needs attention, and none of its workers is alive
             return [
                 n

@@ -7,7 +7,9 @@ and, if given, ``--budget`` seconds, whichever comes first. Every round's seed i
 logged before it starts; every finding is shrunk, saved as JSON under ``--failures``
 (default properties/failures/) and listed at the end with its replay command. The
 summary says what the budget bought -- schedules, events, crashes, database crashes,
-zombies -- and goes to ``--report`` (JSON) for the workflow's artifacts.
+zombies, operator actions (cancel, retry, resolve choices, counted by kind under
+``operators``), requests held in flight and landed -- and goes to ``--report`` (JSON) for
+the workflow's artifacts.
 
 ``--mode pool`` hunts with the real supervisor and its long-lived pool workers instead
 (:mod:`properties.pool_hunt`): schedules of the pool's own events too (SIGKILL, SIGTERM
@@ -97,8 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(f"nightly {args.shard}")
     rounds: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
-    totals = dict.fromkeys(COUNTS, 0)
+    totals = dict.fromkeys((*COUNTS, "operator_actions", "held_requests", "landed"), 0)
     pool: dict[str, int] = {}  # the pool mode's own doings, summed over the rounds
+    operator_totals: dict[str, int] = {}  # cancel, retry, resolve choices, refusals
     try:
         runner.warm()
         while totals["examples"] < args.schedules and (
@@ -129,8 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     small_scope=not rounds and not args.no_small_scope,  # the same every round
                     max_examples=examples,
                 )
-            for key in totals:
+            for key in COUNTS:
                 totals[key] += getattr(result.stats, key)
+            totals["held_requests"] += result.stats.faults.get("cloud hold_next", 0)
+            totals["landed"] += result.stats.faults.get("request landed", 0)
+            operators = _operators(result.stats.faults)
+            for what, n in operators.items():
+                operator_totals[what] = operator_totals.get(what, 0) + n
+            totals["operator_actions"] += sum(operators.values())
             rounds.append(
                 {
                     "seed": seed,
@@ -139,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "small_scope": getattr(result, "scope_tried", 0),  # grid schedules first
                     "crashes_per_point": result.stats.fired,
                     "faults": result.stats.faults,
+                    "operators": operators,
                     "found": result.error is not None,
                 }
             )
@@ -155,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"nightly shard {args.shard}: {len(rounds)} rounds in {seconds:.0f}s: "
         f"{totals['examples']} schedules, {totals['events']} events, {totals['crashes']} "
         f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies, "
-        f"{len(findings)} findings"
+        f"{totals['operator_actions']} operator actions, {totals['held_requests']} requests "
+        f"held in flight ({totals['landed']} landed), {len(findings)} findings"
     )
     if pool:
         print("pool: " + ", ".join(f"{n} {what}" for what, n in pool.items()))
@@ -165,11 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         summary = {"shard": args.shard, "mode": args.mode, "seconds": round(seconds, 1)}
-        summary |= {"totals": totals, "pool": pool}
+        summary |= {"totals": totals, "pool": pool, "operators": operator_totals}
         args.report.write_text(
             json.dumps({**summary, "rounds": rounds, "findings": findings}, indent=2)
         )
     return 1 if findings else 0
+
+
+def _operators(faults: dict[str, int]) -> dict[str, int]:
+    """The operator's events of a round (cancel, retry, resolve choices, and refusals)."""
+    return {what: n for what, n in sorted(faults.items()) if what.startswith("operator ")}
 
 
 def _fresh_seed() -> int:

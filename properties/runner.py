@@ -39,10 +39,11 @@ from agent_runtime.records import Lease, RunTask
 from . import baseline, sqlfile, variants
 from .agents import DEFAULT_KIND, KINDS, suite_agents
 from .baseline import Baseline
-from .disruptions import CrashableServer, Disruptions
+from .disruptions import CrashableServer
 from .driving import NOBODY_BEATS, Stats
 from .events import RUNS, Event, run_id
 from .observe import Snapshot
+from .operators import Operators
 from .pilots import Start, owner_of
 from .remotes import Remotes
 from .shadow import Shadow
@@ -75,7 +76,7 @@ SETTINGS: Final = Settings(
 )
 
 
-class ScheduleRunner(NoSupervisor, Disruptions):
+class ScheduleRunner(NoSupervisor, Operators):
     """Applies events, keeps the ledgers, checks the invariants. Subclasses make pilots."""
 
     mode: str = "?"

@@ -14,19 +14,25 @@ crash-free baseline and every crash point of that step:
 - ``outpaced``: the worker waits there alive, a restart takes the run over, the old
   worker's heartbeat finds out, and it goes on;
 - ``woken``: the worker freezes there, is swept, and wakes into a remote's outage;
+- ``cancelled``: an operator cancels the run while the worker waits there, the worker
+  goes on, a sweep comes by (nothing of it may be accepted, nobody may claim it);
 - ``db_crash``: the database crashes while the worker waits there;
 
+three stories of an operator (``resolve_confirm``, ``resolve_redo``, ``resolve_fail``):
+a ``once`` run's worker frozen at its send (after it: confirm; before it: redo or fail), the
+run parked by the sweep's worker, the operator decides while the frozen one waits, it
+wakes, the run is claimed and its new worker dies after its next call, then restarts;
 and, once per step, three stories that place a fault themselves: ``bad_answers`` (the
 model answers garbage twice before the step, then the run is restarted), ``remote_fault``
 (one failed request before the step's call: the client's own retry), ``two_runs`` (two
 runs of the kind at the same step, one restarted).
 
-The order is breadth first: every story at the first step of the first kind (34
+The order is breadth first: every story at the first step of the first kind (41
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 464 schedules (4 kinds x 4 steps x 7
-points x 4 stories, the database crash at the three points where the journal differs,
-minus the points a step never reaches, and the step stories).
+already as short as it can be; the grid is the same every run: 563 schedules (4 kinds x 4 steps x 7
+points x 5 stories, the database crash at the three points where the journal differs,
+minus the points a step never reaches, the step stories, and the operator's three).
 """
 
 from __future__ import annotations
@@ -46,16 +52,23 @@ from .events import Event, Schedule
 from .minimise import first_failure
 from .runner import SETTINGS, ScheduleRunner
 
-POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "db_crash")
+POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
 STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs", "held_retried", "held_given_up")
+# an operator decides a parked once call while the parked worker's zombie waits at its gate
+RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "after_intent",
+                          "resolve_fail": "after_intent"}  # fmt: skip
 # the database crash last: it is the dearest (a server restart each)
-STORIES: Final = ("crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "db_crash")
+STORIES: Final = (
+    "crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "cancelled", *RESOLVE_STORIES,
+    "db_crash",
+)  # fmt: skip
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
 # A database crash sees only what is written: the journal is the same at before_decide as
 # at the previous after_confirm, at after_decide_before_journal as at before_decide, at
 # before_intent as at after_decide, at after_call as at after_intent. One of each suffices.
 WRITTEN_AT: Final = ("after_decide", "after_intent", "after_confirm")
 OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole call
+ONCE_TOOL: Final = {"once": "send_email"}  # the kind whose call parks the run, and its tool
 
 
 def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
@@ -95,6 +108,25 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
         )
     if how == "db_crash":
         return (start, Event(op="db_crash", run=0, point=point, seq=seq))
+    if how == "cancelled":  # an operator cancels while the worker waits there; it goes on
+        return (
+            start,
+            Event(op="pause", run=0, point=point, seq=seq),
+            Event(op="cancel", run=0),
+            Event(op="step", run=0),
+            Event(op="sweep"),
+        )
+    if how in RESOLVE_STORIES:  # frozen at the send, parked by the sweep's worker, decided
+        return (
+            start,
+            Event(op="stall", run=0, point=point, seq=seq),
+            Event(op="sweep"),
+            Event(op="resolve", run=0, choice=how.removeprefix("resolve_")),
+            Event(op="resume", run=0),
+            Event(op="sweep", seconds=0.0),
+            Event(op="crash", run=0, point="after_call"),
+            Event(op="restart", run=0),
+        )
     if how == "bad_answers":  # the model answers garbage twice; the run is then restarted
         return (
             start,
@@ -165,6 +197,12 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
         for kind in KINDS:
             tools = runner.baseline(kind).tools
             for seq, tool in enumerate(tools):
+                if how in RESOLVE_STORIES:
+                    if ONCE_TOOL.get(kind) == tool:
+                        point = RESOLVE_STORIES[how]
+                        events = story(kind, how, point, seq)
+                        yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
+                    continue
                 if how in STEP_STORIES:
                     if tool != "done" or how == "bad_answers":
                         yield Cell(

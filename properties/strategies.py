@@ -13,6 +13,7 @@ from agent_runtime.crash import CRASH_POINTS
 
 from .agents import DEFAULT_KIND, KINDS
 from .events import MODEL_FAULTS, RUNS, Event
+from .events import RESOLVE_CHOICES as CHOICES
 
 _RUN = st.integers(0, RUNS - 1)
 _SEQ = st.one_of(st.none(), st.integers(0, 3))
@@ -23,7 +24,7 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
     process runner (a dropped answer, or a cloud slower than the tool timeout, is waited
     for until the client times out)."""
     on_run = st.sampled_from(
-        ("step", "resume", "restart", "drop_connection", "heartbeat", "resolve")
+        ("step", "resume", "restart", "drop_connection", "heartbeat", "resolve", "cancel", "retry")
     )
     crash = st.builds(
         lambda run, point, seq, kill: Event(op="crash", run=run, point=point, seq=seq, kill=kill),
@@ -66,6 +67,9 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
         ),
         st.builds(
             lambda fault: Event(op="model_fault", fault=fault, n=1), st.sampled_from(MODEL_FAULTS)
+        ),
+        st.builds(  # an operator's choice on a parked call, zombies or not
+            lambda run, c: Event(op="resolve", run=run, choice=c), _RUN, st.sampled_from(CHOICES)
         ),
     )
 

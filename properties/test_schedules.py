@@ -25,6 +25,8 @@ FAULT_KINDS = (
     "database connection dropped",
 )
 EVENTS = tuple(op for op in OPS if op not in POOL_OPS)  # every kind the machine has
+# an operator acts, and is refused, mid-step (properties.operators)
+OPERATOR_ACTIONS = ("operator cancel", "operator retry", "operator retry refused")
 
 
 def _seed(profile: str) -> int | None:
@@ -71,3 +73,4 @@ def test_the_ci_profile_reaches_every_crash_point_and_fault(ci_exploration: Expl
     assert stats.restarts > 0
     assert stats.db_crashes > 0 and stats.zombies > 0
     assert [e for e in EVENTS if not stats.events_by_op.get(e)] == []
+    assert [a for a in OPERATOR_ACTIONS if not stats.faults.get(a)] == []

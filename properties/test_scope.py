@@ -6,7 +6,7 @@ from agent_runtime.crash import CRASH_POINTS
 
 from .agents import KINDS
 from .runners import InProcessRunner
-from .scope import POINT_STORIES, STEP_STORIES, STORIES, WRITTEN_AT, grid
+from .scope import POINT_STORIES, RESOLVE_STORIES, STEP_STORIES, STORIES, WRITTEN_AT, grid
 
 
 def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
@@ -35,4 +35,6 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
             assert (kind, "bad_answers", "before_decide", seq) in seen
         assert (kind, "crash", "before_decide", len(tools) - 1) in seen  # the final answer
         assert (kind, "crash", "after_intent", len(tools) - 1) not in seen  # never reached
-    assert set(STORIES) == set(POINT_STORIES) | set(STEP_STORIES)
+    for how, point in RESOLVE_STORIES.items():
+        assert ("once", how, point, 2) in seen
+    assert set(STORIES) == set(POINT_STORIES) | set(STEP_STORIES) | set(RESOLVE_STORIES)

@@ -45,3 +45,10 @@ SET synchronous_commit = off;
 
 -- name: session_durable_commit
 SET synchronous_commit = on;
+
+-- == test_operators.py: an operator's retry that revives a cancelled run ==
+
+-- name: revive_cancelled
+UPDATE runs SET status = 'pending', owner = NULL, lease_expires_at = NULL
+WHERE id = %(run)s AND status = 'cancelled'
+RETURNING id;

@@ -1,0 +1,233 @@
+"""The operator mid-step: ``cancel``, ``retry`` and ``resolve --confirm/--redo/--fail`` as
+schedule events, landing while the run's workers stand at any gate, and what must hold
+after them.
+
+Each event calls exactly the function the command line calls
+(:mod:`agent_runtime.operator.actions`): ``cancel_run``, ``retry_run``, ``resolve_call``.
+A refusal (a done run cancelled, a live run retried) is part of the trace, never a skip.
+
+**cancel_fence** (DESIGN.md section 9: "an operator's cancel fences like a claim"): once
+a run is cancelled it stays cancelled, and nothing anyone sends for it afterwards is
+accepted: no claim, no decision, no intent, no confirm, no model call, and no request a
+remote acts on (``created`` or ``already_done``). The snapshot taken right after the
+cancel is the fence's floor. The remote half is checked when
+:data:`REMOTES_FENCED_ON_CANCEL` says the runtime promises it (issue 21, point 3);
+``test_operators.py`` holds the schedule that shows it does not yet, as a strict xfail.
+
+**operator_confirm**: a call an operator confirmed says what the operator said (its
+result, ``remote_status`` operator); ``duplicate_effect`` already requires that it is
+never sent again, and that a redo sends once more at most once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agent_runtime.errors import RunUnavailable
+from agent_runtime.operator.actions import cancel_run, resolve_call, retry_run
+from agent_runtime.operator.attention import Choice
+
+from . import sqlfile
+from .baseline import Baseline
+from .disruptions import Disruptions
+from .driving import FENCED, WorkerRec
+from .events import Event
+from .observe import CallRow, DecisionRow, Snapshot
+from .pilots import Exit, Gate
+from .violations import Violation
+
+# Whether the runtime fences a cancelled worker's keyed requests at the remote (DESIGN.md
+# section 9). False until issue 21 point 3 lands: then set it True, and the strict xfail in
+# test_operators.py passes and must lose its mark.
+REMOTES_FENCED_ON_CANCEL: Final = False
+ACCEPTED: Final = frozenset({"created", "already_done"})  # a remote acted, or said it had
+CANCEL_REASON: Final = "the schedule's operator"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fence:
+    """A cancelled run as the snapshot right after the cancel saw it."""
+
+    generation: int
+    decisions: dict[int, DecisionRow]
+    calls: dict[int, CallRow]
+    model_calls: int
+    answered: dict[str, int]  # by remote, the last answer logged before the cancel
+
+
+class Operators(Disruptions):
+    """The operator's events and their invariants, for the schedule runner."""
+
+    remote_fence: bool = REMOTES_FENCED_ON_CANCEL
+
+    def _clear_workers(self) -> None:
+        super()._clear_workers()
+        self.cancelled: dict[str, Fence] = {}
+        self.operated: set[str] = set()  # runs an operator changed since the last check
+        self.confirmed_by: dict[tuple[str, int], Any] = {}  # what an operator confirmed
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _on_cancel(self, e: Event) -> str:
+        run = e.run_name
+        if run not in self.started:
+            return "skipped (not started)"
+        try:
+            done = cancel_run(self.conn, run, CANCEL_REASON)
+        except RunUnavailable:
+            self._count_operator("cancel refused")
+            return f"refused: the run is {self._status(run)}"
+        if done.already:
+            return "refused: already cancelled"
+        now = self.observe()
+        answered: dict[str, int] = {}
+        for a in now.answers:
+            answered[a.remote] = max(answered.get(a.remote, 0), a.seq)
+        self.cancelled[run] = Fence(
+            generation=now.runs[run].generation,
+            decisions=dict(now.decisions.get(run, {})),
+            calls=dict(now.calls.get(run, {})),
+            model_calls=now.model_calls.get(run, 0),
+            answered=answered,
+        )
+        self.operated.add(run)
+        self._count_operator("cancel")
+        at = [f"{w.label} at {g.point} seq={g.seq}" for w, g in self._at_gates(run)]
+        return f"cancelled (was {done.previous_status}" + "".join(f"; {s}" for s in at) + ")"
+
+    def _on_retry(self, e: Event) -> str:
+        run = e.run_name
+        if run not in self.started:
+            return "skipped (not started)"
+        try:
+            done = retry_run(self.conn, run)
+        except RunUnavailable:
+            self._count_operator("retry refused")
+            held = self._status(run)
+            if held in ("pending", "running"):
+                held = "held by a live lease"
+            return f"refused: the run is {held}"
+        self.operated.add(run)
+        self._count_operator("retry")
+        return f"retried (was {done.past.previous_status}, now {done.status})"
+
+    def _on_resolve(self, e: Event) -> str:
+        if e.choice is None:  # the careful operator, once its workers are gone
+            return super()._on_resolve(e)
+        run = e.run_name
+        if self._status(run) != "needs_attention":
+            return "skipped (the run does not need attention)"
+        doubt = sorted(c["seq"] for c in sqlfile.rows(self.conn, "calls_in_doubt", {"run": run}))
+        if not doubt:
+            return "skipped (nothing in doubt)"
+        seq = doubt[0]
+        key = f"{run}:{seq}"
+        sent = [row for row in self.remotes.desk_rows() if row.key == key]
+        # An operator looks at the desk first: confirm only what it delivered, redo or
+        # give up only what it did not (anything else is an operator's mistake, which
+        # tests/test_attention.py covers).
+        if e.choice == "confirm":
+            if not sent:
+                return f"skipped (the desk delivered nothing under {key} to confirm)"
+            result = {**sent[0].result, "status": "delivered"}
+            resolve_call(self.conn, run, seq, "confirm", result=result, reason="delivered")
+            self.confirmed_by[run, seq] = result
+        else:
+            if sent:
+                return f"skipped (the desk delivered {sent[0].id} under {key})"
+            choice: Choice = "redo" if e.choice == "redo" else "fail"
+            resolve_call(self.conn, run, seq, choice, reason="the desk delivered nothing")
+        self.resolved.add(run)
+        self._count_operator(f"resolve {e.choice}")
+        at = "".join(f"; {w.label} waits" for w in self.workers if w.run == run and w.alive)
+        return f"an operator resolved {key}: {e.choice}{at}"
+
+    def _count_operator(self, what: str) -> None:
+        self.stats.count("operator " + what)
+        self.on_event("operator " + what)
+
+    def _at_gates(self, run: str) -> Iterable[tuple[WorkerRec, Gate]]:
+        return ((w, w.gate) for w in self.workers if w.run == run and w.alive and w.gate)
+
+    # -- how a worker may end, and what the checks excuse --------------------------------------
+
+    def _expected(self, w: WorkerRec, message: Exit) -> bool:
+        """A worker of a cancelled run is refused at its next write, or at its claim."""
+        refused = message.kind in FENCED or message.kind == "RunUnavailable"
+        if refused and w.run in self.cancelled and self._status(w.run) == "cancelled":
+            return True
+        return super()._expected(w, message)
+
+    def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
+        """A cancel or a retry clears the owner and the lease by the operator's hand."""
+        found = [v for v in super()._lease_changes(before, now) if v.run not in self.operated]
+        self.operated.clear()
+        return found
+
+    def _lease_checks(self, now: Snapshot) -> list[Violation]:
+        return super()._lease_checks(now) + self._fenced_by_cancel(now) + self._confirms(now)
+
+    def _fenced_by_cancel(self, now: Snapshot) -> list[Violation]:
+        found: list[Violation] = []
+        for run, fence in self.cancelled.items():
+            row = now.runs.get(run)
+            said: list[str] = []
+            if row is not None and row.status != "cancelled":
+                said.append(f"it is {row.status} again")
+            if row is not None and row.generation != fence.generation:
+                said.append(f"it was claimed (generation {fence.generation} -> {row.generation})")
+            for seq, d in now.decisions.get(run, {}).items():
+                if fence.decisions.get(seq) != d:
+                    said.append(f"decision seq={seq} ({d.tool}) was written")
+            for seq, c in now.calls.get(run, {}).items():
+                old = fence.calls.get(seq)
+                reverted = old is not None and old.state == "confirmed" and c.state == "intent"
+                if old is None or (old.state != c.state and not reverted):
+                    said.append(f"{c.key} became {c.state}")
+            if now.model_calls.get(run, 0) > fence.model_calls:
+                said.append(f"the model was asked ({now.model_calls[run]} calls)")
+            if self.remote_fence:
+                for a in now.answers:
+                    late = a.seq > fence.answered.get(a.remote, 0)
+                    if a.run == run and late and a.answer in ACCEPTED:
+                        said.append(
+                            f"the {a.remote} accepted {a.key} from generation {a.generation} "
+                            f"({a.answer})"
+                        )
+            if said:
+                found.append(
+                    Violation(
+                        "cancel_fence",
+                        run,
+                        None,
+                        "an operator cancelled the run, yet "
+                        + "; ".join(said)
+                        + ": nothing sent for a cancelled run may be accepted afterwards",
+                    )
+                )
+        return found
+
+    def _confirms(self, now: Snapshot) -> list[Violation]:
+        found: list[Violation] = []
+        for (run, seq), result in self.confirmed_by.items():
+            call = now.calls.get(run, {}).get(seq)
+            if call is None or call.state != "confirmed" or call.remote_status != "operator":
+                state = "missing" if call is None else f"{call.state} ({call.remote_status})"
+                said = f"confirmed by an operator, now {state}"
+                found.append(Violation("operator_confirm", run, seq, said))
+            elif call.result != result:
+                found.append(
+                    Violation(
+                        "operator_confirm",
+                        run,
+                        seq,
+                        f"an operator confirmed it with {result}, the journal says {call.result}",
+                    )
+                )
+        return found
+
+    def _settling(self) -> dict[str, Baseline]:
+        """The runs the teardown must finish: a cancelled run is final (the fence checks it)."""
+        return {r: b for r, b in super()._settling().items() if r not in self.cancelled}

@@ -1,0 +1,197 @@
+"""Operators mid-step: cancel, retry and resolve --confirm/--redo/--fail land while a
+worker stands at a gate, crashes follow, and the journal and the remotes stay true."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import sqlfile
+from .events import Event, Schedule, ScheduleError
+from .minimise import first_failure
+from .runners import InProcessRunner, ProcessRunner
+from .server import SuiteDatabase
+from .violations import Violation
+
+START_ONCE = Event(op="start", run=0, agent="once")
+# The operator cancels while the worker has written the intent of its keyed create_server
+# and not yet sent it; the worker then goes on.
+CANCEL_BEFORE_A_KEYED_SEND = [
+    Event(op="start", run=0),
+    Event(op="pause", run=0, point="after_intent", seq=0),
+    Event(op="cancel", run=0),
+    Event(op="step", run=0),
+]
+# Every operator event, mid-step and followed by crashes, on three runs of three kinds.
+OPERATORS = [
+    Event(op="start", run=0),
+    Event(op="pause", run=0, point="after_decide_before_journal", seq=1),
+    Event(op="cancel", run=0),
+    Event(op="crash", run=0, point="after_decide_before_journal", seq=1),
+    Event(op="restart", run=0),
+    Event(op="retry", run=0),
+    Event(op="start", run=1, agent="once"),
+    Event(op="stall", run=1, point="after_intent", seq=2),
+    Event(op="sweep"),
+    Event(op="resolve", run=1, choice="redo"),
+    Event(op="resume", run=1),
+    Event(op="sweep", seconds=0.0),
+    Event(op="crash", run=1, point="after_call", seq=2, kill=True),
+    Event(op="restart", run=1),
+    Event(op="start", run=2, agent="support"),
+    Event(op="crash", run=2, point="after_call", seq=1),
+    Event(op="tick", seconds=13.0),
+    Event(op="retry", run=2),
+    Event(op="sweep", seconds=0.0),
+    Event(op="cancel", run=2),
+    Event(op="step", run=2),
+]
+
+
+def _replayed(runner: InProcessRunner | ProcessRunner, events: list[Event]) -> dict[str, Any]:
+    outcome = runner.replay(events)
+    return {"outcome": outcome, "trace": list(runner.trace)}
+
+
+def test_a_resolve_choice_round_trips_and_a_format_3_file_still_loads(tmp_path: Path) -> None:
+    events = (Event(op="resolve", run=1, choice="fail"), Event(op="cancel", run=0))
+    path = Schedule(events=events).save(tmp_path / "ops.json")
+    assert Schedule.load(path).events == events
+    assert json.loads(path.read_text())["format"] == "crashresume.schedule/4"
+    old = {"format": "crashresume.schedule/3", "events": [{"op": "resolve", "run": 0}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert Schedule.load(tmp_path / "old.json").events == (Event(op="resolve", run=0),)
+    assert str(events[0]) == "resolve r1 --fail"
+    with pytest.raises(ScheduleError, match="choice belongs to a resolve"):
+        Event(op="cancel", run=0, choice="redo")
+    with pytest.raises(ScheduleError, match="choice belongs to a resolve"):
+        Event(op="resolve", run=0, choice="guess")
+
+
+def test_a_worker_cancelled_at_its_once_send_sends_nothing_and_nobody_claims_the_run(
+    inprocess_runner: InProcessRunner,
+) -> None:
+    events = [
+        START_ONCE,
+        Event(op="pause", run=0, point="after_intent", seq=2),
+        Event(op="cancel", run=0),
+        Event(op="step", run=0),
+        Event(op="restart", run=0),
+        Event(op="sweep"),
+        Event(op="cancel", run=0),
+        Event(op="retry", run=0),
+    ]
+    outcome = inprocess_runner.replay(events)
+    assert inprocess_runner.trace[2:] == [
+        "cancel r0: cancelled (was running; w1 at after_intent seq=2)",
+        "step r0: w1 ended: LeaseLost",
+        "restart r0: w2 ended: RunUnavailable",
+        "sweep: nobody beats; claimed nothing",
+        "cancel r0: refused: already cancelled",
+        "retry r0: refused: the run is cancelled",
+    ]
+    run = outcome["r0"]
+    assert run["status"] == "cancelled"  # the teardown leaves a cancelled run cancelled
+    assert [c[2] for c in run["calls"]] == ["confirmed", "confirmed", "intent"]
+    assert [e[1] for e in run["effects"]] == ["ticket"]  # the email never went out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=Violation,
+    reason=(
+        "DESIGN.md section 9 / issue 21 point 3 not yet in the runtime: cancel does not fence "
+        "the cancelled worker's keyed request. Schedule: start r0; pause r0 at after_intent "
+        "seq=0; cancel r0; step r0 -> [cancel_fence] the cloud accepted r0:0 from generation "
+        "1 (created). When cancel fences, set operators.REMOTES_FENCED_ON_CANCEL = True and "
+        "drop this mark."
+    ),
+)
+def test_nothing_a_cancelled_worker_sends_is_accepted_by_a_keyed_remote(
+    inprocess_runner: InProcessRunner,
+) -> None:
+    inprocess_runner.remote_fence = True
+    try:
+        inprocess_runner.replay(CANCEL_BEFORE_A_KEYED_SEND)
+    finally:
+        inprocess_runner.remote_fence = False
+
+
+class RevivingRunner(InProcessRunner):
+    """A broken operator path: retry puts a cancelled run back to pending."""
+
+    def _on_retry(self, e: Event) -> str:
+        sqlfile.rows(self.conn, "revive_cancelled", {"run": e.run_name})
+        self.operated.add(e.run_name)
+        return "revived"
+
+
+def test_the_cancel_fence_catches_a_cancelled_run_that_is_claimed_again(
+    suite_database: SuiteDatabase, inprocess_runner: InProcessRunner
+) -> None:
+    events = [
+        Event(op="start", run=0),
+        Event(op="pause", run=0, point="before_intent", seq=1),
+        Event(op="cancel", run=0),
+        Event(op="crash", run=0, point="before_intent", seq=1),
+        Event(op="retry", run=0),
+        Event(op="sweep", seconds=0.0),
+    ]
+    broken = RevivingRunner(suite_database.url, server=suite_database)
+    try:
+        failure = first_failure(broken, events)
+    finally:
+        broken.close()
+    assert failure is not None and "[cancel_fence] run r0" in str(failure)
+    assert "it is pending again" in str(failure)
+    assert first_failure(inprocess_runner, events) is None
+
+
+def test_a_retried_run_goes_on_from_its_journal_and_a_redo_sends_once_more_once(
+    inprocess_runner: InProcessRunner,
+) -> None:
+    outcome = inprocess_runner.replay(OPERATORS)
+    trace = inprocess_runner.trace
+    assert "retry r0: refused: the run is cancelled" in trace
+    assert "resolve r1 --redo: an operator resolved r1:2: redo; w3 waits" in trace
+    assert "resume r1: w3 ended: LeaseLost" in trace  # the zombie checks and sends nothing
+    assert "restart r1: w6 ended: NeedsAttention" in trace  # the redo crashed after its send
+    assert "retry r2: retried (was running, now running)" in trace
+    assert [o["status"] for o in (outcome["r0"], outcome["r1"], outcome["r2"])] == [
+        "cancelled",
+        "done",
+        "cancelled",
+    ]
+    emails = [e for e in outcome["r1"]["effects"] if e[1] == "email"]
+    assert len(emails) == 1  # redone once, crashed after the send, never sent again
+    assert outcome["r1"]["calls"][2][2:4] == ["confirmed", "operator"]  # the teardown's
+
+
+def test_an_operators_confirm_is_recorded_as_said_and_never_sent_again(
+    inprocess_runner: InProcessRunner,
+) -> None:
+    events = [
+        START_ONCE,
+        Event(op="crash", run=0, point="after_call", seq=2),
+        Event(op="restart", run=0),
+        Event(op="resolve", run=0, choice="redo"),  # the desk delivered: no redo
+        Event(op="resolve", run=0, choice="confirm"),
+        Event(op="sweep", seconds=0.0),
+        Event(op="crash", run=0, point="after_confirm", seq=3),
+        Event(op="restart", run=0),
+    ]
+    outcome = inprocess_runner.replay(events)
+    assert inprocess_runner.trace[3].startswith("resolve r0 --redo: skipped (the desk delivered")
+    assert inprocess_runner.trace[4] == "resolve r0 --confirm: an operator resolved r0:2: confirm"
+    call = outcome["r0"]["calls"][2]
+    assert call[2:4] == ["confirmed", "operator"]
+    assert [e[1] for e in outcome["r0"]["effects"]].count("email") == 1
+
+
+def test_operator_events_replay_the_same_in_both_runners(
+    inprocess_runner: InProcessRunner, process_runner: ProcessRunner
+) -> None:
+    assert _replayed(process_runner, OPERATORS) == _replayed(inprocess_runner, OPERATORS)
