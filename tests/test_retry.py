@@ -159,7 +159,7 @@ def test_resolve_acts_at_once_even_on_a_run_waiting_out_a_backoff(
 
 
 def _made(journal: Journal, database_url: str) -> None:
-    """A done run, a cancelled one, and one a live worker holds."""
+    """A done run, a cancelled one, one a live worker holds, and a parked one."""
     journal.create_run("done-run")
     done = journal.claim("done-run", "w:1:x", 12.0)
     assert done is not None
@@ -171,6 +171,12 @@ def _made(journal: Journal, database_url: str) -> None:
     held = journal.claim("held-run", ELSEWHERE, 12.0)
     assert held is not None
     journal.record_decision(held, 0, "create_server", dict(SERVER))
+    journal.create_run("parked-run")
+    parked = journal.claim("parked-run", "w:2:x", 12.0)
+    assert parked is not None
+    journal.record_decision(parked, 0, "create_server", dict(SERVER))
+    journal.record_intent(parked, 0, "once")
+    journal.park(parked, "a once call is in doubt")
 
 
 @pytest.mark.parametrize(
@@ -179,6 +185,7 @@ def _made(journal: Journal, database_url: str) -> None:
         ("done-run", EXIT_NOT_OWNER, "run done-run is done: there is nothing to retry"),
         ("cancelled-run", EXIT_NOT_OWNER, "a cancelled run stays cancelled"),
         ("held-run", EXIT_NOT_OWNER, "a worker that is alive as far as its lease says"),
+        ("parked-run", EXIT_NOT_OWNER, "needs attention: a call nothing can tell the outcome"),
         ("no-such-run", EXIT_USAGE, "no run with id 'no-such-run'"),
         ("bad\nid", EXIT_USAGE, "is refused: it holds a control character (U+000A)"),
     ],

@@ -135,11 +135,18 @@ def retry_run(conn: db.Connection, run_id: str) -> Retry:
                 "cancelled run stays cancelled; only a failed run, or one waiting out a "
                 "backoff, can be retried"
             )
-        assert run.lease_expires_at is not None
+        if run.status == "needs_attention":
+            doubtful = ", ".join(str(s.key) for s in history.steps if s.state == "in_doubt")
+            raise RunUnavailable(
+                f"run {run_id} needs attention: a call nothing can tell the outcome of is in "
+                f"doubt ({doubtful or 'see show'}); a retry would only park it again. Decide "
+                f"the call first: python -m agent_runtime resolve {run_id} --seq N --confirm "
+                "JSON | --redo | --fail"
+            )
+        until = clock_text(run.lease_expires_at, run.now) if run.lease_expires_at else "unknown"
         raise RunUnavailable(
             f"run {run_id} is held by {run.owner} (generation {run.generation}, lease until "
-            f"{clock_text(run.lease_expires_at, run.now)}), a worker that is alive as far as "
-            "its lease says: it needs no retry"
+            f"{until}), a worker that is alive as far as its lease says: it needs no retry"
         )
     past = PastRetry.from_row(row)
     log.info(
