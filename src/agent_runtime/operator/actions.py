@@ -136,10 +136,10 @@ def retry_run(conn: db.Connection, run_id: str) -> Retry:
                 "backoff, can be retried"
             )
         if run.status == "needs_attention":
-            doubtful = ", ".join(str(s.key) for s in history.steps if s.state == "in_doubt")
+            keys = ", ".join(str(s.key) for s in history.steps if s.state == "in_doubt")
             raise RunUnavailable(
                 f"run {run_id} needs attention: a call nothing can tell the outcome of is in "
-                f"doubt ({doubtful or 'see show'}); a retry would only park it again. Decide "
+                f"doubt ({keys or 'see show'}); a retry would only park it again. Decide "
                 f"the call first: python -m agent_runtime resolve {run_id} --seq N --confirm "
                 "JSON | --redo | --fail"
             )
