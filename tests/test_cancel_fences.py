@@ -56,7 +56,9 @@ def _worker(conn: Any, cloud: Cloud, model: Model, crash: CrashPlan) -> Worker:
     )
 
 
-def _cancelling(database_url: str, conn: Any, run_id: str, seen: dict[str, Any]) -> Callable[..., None]:
+def _cancelling(
+    database_url: str, conn: Any, run_id: str, seen: dict[str, Any]
+) -> Callable[..., None]:
     """A gate's action: the operator cancels while the worker waits there; the journal as
     the cancel left it is kept in ``seen``."""
 

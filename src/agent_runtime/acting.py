@@ -13,9 +13,11 @@
                  -> after_intent -> call once more (a crash after it: an intent in doubt,
                  which parks the run again; never a second send of its own)
 
-A ``checked`` or ``once`` call's remote cannot fence a stale worker (no idempotency key, no
-generation it checks), so right before each attempt the worker asks the journal whether it
-still owns the run; a ``keyed`` remote refuses a stale generation itself, and a ``read``
+Right before each attempt of a call with an effect (``keyed``, ``checked``, ``once``) the
+worker asks the journal whether it still owns the run (one read by primary key). A
+``checked`` or ``once`` remote fences nothing; a ``keyed`` one refuses a generation older
+than one it has served, but after an operator's cancel no newer generation ever reaches
+it, so only this read keeps a cancelled worker's send or retry from going out. A ``read``
 has no effect to guard.
 
 An attempt that raises one of the tool's ``retry_on`` exceptions may or may not have acted:
@@ -196,9 +198,9 @@ class Actor:
         )
 
     def _still_owner(self, lease: Lease, tool: Tool, call: ToolCall) -> None:
-        """Before an attempt whose remote fences nothing: unless this worker still owns the
-        run, :class:`~agent_runtime.errors.LeaseLost`."""
-        if tool.effect in ("checked", "once"):
+        """Before an attempt of a call with an effect: unless this worker still owns the
+        run (a takeover or an operator's cancel), :class:`~agent_runtime.errors.LeaseLost`."""
+        if tool.effect != "read":
             self.journal.check_owner(lease, f"{tool.effect} call {call.idem_key}")
 
     def _park(self, lease: Lease, call: ToolCall, why: str) -> None:
