@@ -150,6 +150,33 @@ def test_a_retry_after_a_transient_failure_is_not_sent_once_the_run_is_cancelled
     )
 
 
+def test_the_cloud_clients_own_resend_after_a_500_is_not_sent_once_the_run_is_cancelled(
+    conn: Any, database_url: str, remotes: tuple[Cloud, Model]
+) -> None:
+    cloud, model = remotes
+    run_id = "cf-client-retry"
+    seen: dict[str, Any] = {}
+    cancel = _cancelling(database_url, conn, run_id, seen)
+    cloud.set_faults(fail_before=1)  # the server's first attempt: 500, nothing happens
+    worker = Worker.build(
+        Journal(conn),
+        Settings(cloud_url="http://cloud", model_url="http://model", tool_retries=2),
+        model_transport=model_transport(model),
+        cloud_transport=cloud_transport(cloud),
+        sleep=cancel,  # the operator cancels while the client waits to send again
+    )
+    try:
+        with pytest.raises(LeaseLost, match="a tool's retry after a wait"):
+            worker.run(run_id)
+    finally:
+        worker.close_clients()
+    assert cloud.requests(f"{run_id}:0") == 1  # the refused first attempt, and no other
+    assert cloud.counts(run_id)["servers"] == 0
+    assert journal_rows(conn, run_id) == seen["journal"]
+    (call,) = read_history(conn, run_id).to_json()["cancelled"]["in_flight"]
+    assert (call["seq"], call["tool"], call["state"]) == (0, "create_server", "intent")
+
+
 def test_cancel_of_a_worker_stopped_before_its_send_leaves_the_cloud_untouched(
     agent: Agent, conn: Any, database_url: str, mock_servers: Any
 ) -> None:
