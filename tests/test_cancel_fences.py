@@ -235,3 +235,8 @@ def test_cancel_says_what_it_left_in_flight(conn: Any, database_url: str) -> Non
     with db.connection(database_url) as other:
         said = format_cancellation(cancel_run(other, decided))
     assert "no tool call was in flight" in said and "seq 0 create_server was decided" in said
+    journal.create_run("cf-never")
+    with db.connection(database_url) as other:
+        cancel_run(other, "cf-never")
+    shown = format_history(read_history(conn, "cf-never"))
+    assert "no worker had ever claimed the run" in shown and "no tool call was in flight" in shown

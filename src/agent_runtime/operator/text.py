@@ -192,11 +192,14 @@ def format_history(history: RunHistory) -> str:
 
 def _cancelled_lines(c: Cancelled, now: datetime) -> list[str]:
     owner = f" ({c.owner})" if c.owner else ""
-    lines = [
-        f"  at {clock_text(c.cancelled_at, now)}: {c.reason or 'no reason recorded'}",
-        f"  generation {c.generation}{owner}, the last to hold the run, is fenced: nothing it "
-        "writes or sends after the cancel is accepted",
-    ]
+    fenced = (
+        f"generation {c.generation}{owner}, the last to hold the run, is fenced: nothing it "
+        "writes or sends after the cancel is accepted"
+        if c.generation
+        else "no worker had ever claimed the run"
+    )
+    lines = [f"  at {clock_text(c.cancelled_at, now)}: {c.reason or 'no reason recorded'}"]
+    lines.append(f"  {fenced}")
     lines += [f"  {ln}" for call in c.in_flight for ln in _in_flight_lines(call, now)]
     if not c.in_flight:
         lines.append(f"  {nothing_in_flight(c.decided)}")
