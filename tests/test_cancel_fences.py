@@ -180,7 +180,8 @@ def test_the_cloud_clients_own_resend_after_a_500_is_not_sent_once_the_run_is_ca
 def test_cancel_of_a_worker_stopped_before_its_send_leaves_the_cloud_untouched(
     agent: Agent, conn: Any, database_url: str, mock_servers: Any
 ) -> None:
-    env = agent.env("cf-stopped", PYTHONPATH=os.pathsep.join([HOOKS, *sys.path]))
+    path = os.pathsep.join(p for p in (HOOKS, os.environ.get("PYTHONPATH")) if p)
+    env = agent.env("cf-stopped", PYTHONPATH=path)
     env["CRASHRESUME_TEST_STOP_AT"] = "after_intent:1"  # the worker SIGSTOPs itself there
     worker = subprocess.Popen(
         [sys.executable, "-m", "agent_runtime", "run"],
