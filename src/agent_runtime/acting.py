@@ -23,9 +23,13 @@ send that follows would act twice. The worker waits it out (its heartbeat keeps 
 when the database clock does not move while it waits (a frozen test clock), it releases the
 run until then instead (:class:`~agent_runtime.errors.CallInFlight`).
 
-A ``checked`` or ``once`` call's remote cannot fence a stale worker (no idempotency key, no
-generation it checks), so right before each attempt the worker asks the journal whether it
-still owns the run; a ``keyed`` remote refuses a stale generation itself, and a ``read``
+Right before each attempt of a call with an effect (``keyed``, ``checked``, ``once``) the
+worker makes sure in the journal that it still owns the run: a read by primary key after
+the intent, and for every later attempt the fenced write of its start (``record_send``; a
+checked call's wait before its check is a fenced read as well). A
+``checked`` or ``once`` remote fences nothing; a ``keyed`` one refuses a generation older
+than one it has served, but after an operator's cancel no newer generation ever reaches
+it, so only this read keeps a cancelled worker's send or retry from going out. A ``read``
 has no effect to guard.
 
 An attempt that raises one of the tool's ``retry_on`` exceptions may or may not have acted:
@@ -143,7 +147,8 @@ class Actor:
             )  # fmt: skip
         self.crash.reached("after_intent", seq)
         self._guard(lease)
-        self._still_owner(lease, tool, call)
+        if first:  # a re-send is fenced by the write of its start (record_send) instead
+            self._still_owner(lease, tool, call)
         context = Call(
             run_id=lease.run_id,
             seq=seq,
@@ -188,7 +193,6 @@ class Actor:
                 )  # fmt: skip
                 self._sleep(backoff.delay(attempt - 1))
                 self._guard(lease)
-                self._still_owner(lease, tool, call)
             attempted = Call(**{**context.__dict__, "attempt": attempt})
             again = checking or attempt > 1  # an earlier attempt may have left
             try:
@@ -244,9 +248,9 @@ class Actor:
             waited = seconds
 
     def _still_owner(self, lease: Lease, tool: Tool, call: ToolCall) -> None:
-        """Before an attempt whose remote fences nothing: unless this worker still owns the
-        run, :class:`~agent_runtime.errors.LeaseLost`."""
-        if tool.effect in ("checked", "once"):
+        """Before an attempt of a call with an effect: unless this worker still owns the
+        run (a takeover or an operator's cancel), :class:`~agent_runtime.errors.LeaseLost`."""
+        if tool.effect != "read":
             self.journal.check_owner(lease, f"{tool.effect} call {call.idem_key}")
 
     def _park(self, lease: Lease, call: ToolCall, why: str) -> None:

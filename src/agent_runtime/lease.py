@@ -1,4 +1,5 @@
-"""Owner tokens, proof that an owner is dead, and the heartbeat that keeps a lease.
+"""Owner tokens, proof that an owner is dead, the heartbeat that keeps a lease, and the
+wait that ends by asking whether the lease is still held.
 
 Lease expiry is decided only by the database clock ``cr_now()`` (see schema.sql):
 the heartbeat's own period is real time, but whether a lease has run out is a
@@ -132,3 +133,26 @@ class Heartbeat:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+
+
+class OwnedWait:
+    """How a tool's client waits before it sends again, on a worker: ``sleep``, then, while
+    the worker acts for a run (:attr:`lease`), ``guard`` (the heartbeat's flag) and a read
+    of the journal, so a takeover or an operator's cancel during the wait raises
+    ``LeaseLost`` instead of letting the re-send go out. A client's own retries run inside
+    one attempt of a call, where the worker's actor cannot look (the cloud client's do)."""
+
+    def __init__(
+        self, sleep: Callable[[float], None], journal: Journal, guard: Callable[[Lease], None]
+    ) -> None:
+        self._sleep = sleep
+        self._journal = journal
+        self._guard = guard
+        self.lease: Lease | None = None  # set while the worker holds a run
+
+    def __call__(self, seconds: float) -> None:
+        self._sleep(seconds)
+        lease = self.lease
+        if lease is not None:
+            self._guard(lease)
+            self._journal.check_owner(lease, "a tool's retry after a wait")

@@ -49,7 +49,7 @@ from .errors import (
     UnexpectedError,
 )
 from .journal import Journal
-from .lease import Heartbeat, owner_token
+from .lease import Heartbeat, OwnedWait, owner_token
 from .models import Model
 from .records import Decision, History, Lease, RunTask
 from .runid import check_run_id
@@ -140,6 +140,7 @@ class Worker:
             in_flight=settings.in_flight,
         )
         self._heartbeat: Heartbeat | None = None
+        self._wait = OwnedWait(sleep, journal, self._guard)  # tools' clients wait with it
 
     @classmethod
     def open(
@@ -245,7 +246,7 @@ class Worker:
         return Wiring(
             settings=self.settings,
             transports=self.transports,
-            sleep=self.sleep,
+            sleep=self._wait,
             rand=self.rand,
             closers=self._closers,
         )
@@ -344,6 +345,7 @@ class Worker:
     @contextmanager
     def _holding(self, lease: Lease) -> Iterator[None]:
         """How work under a lease ends: fenced (say by whom), or stopped with a reason."""
+        self._wait.lease = lease
         try:
             yield
         except LeaseLost as exc:
@@ -360,6 +362,8 @@ class Worker:
             wrapped = UnexpectedError(f"{type(exc).__name__}: {exc}")
             self._stop_on_error(lease, wrapped, cause=exc)
             raise wrapped from exc
+        finally:
+            self._wait.lease = None
 
     def _explain_fencing(self, lease: Lease) -> None:
         """Say who holds the run now: another owner, or an operator's cancel."""

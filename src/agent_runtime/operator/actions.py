@@ -2,7 +2,9 @@
 call in doubt of a run that needs attention, retry it.
 
 ``cancel`` needs no lease: the run becomes ``cancelled`` and its worker, if any, stops
-at its next journal write, since every one requires ``status = 'running'``.
+at its next journal write, since every one requires ``status = 'running'``, or before its
+next attempt of a call with an effect, which it makes only after reading that it still
+owns the run. The outcome names the call left in flight, if any (:mod:`.cancelled`).
 ``resolve`` re-sends every intent without a confirm under its original key through
 :meth:`Worker.resolve` (claim, re-send, record, release) and takes no further step; a
 run whose lease is live is refused unless its owner provably died on this host or
@@ -35,8 +37,9 @@ from ..records import Run, ToolCall
 from ..runid import check_run_id
 from ..worker import Worker
 from .attention import CHOICES, CallResolution, Choice, PastResolution, failure_result
+from .cancelled import Cancellation
 from .snapshot import APPLICATION, read_history
-from .views import Cancellation, PastRetry, Resolution, Retry, clock_text
+from .views import PastRetry, Resolution, Retry, clock_text
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,8 @@ def cancel_run(conn: db.Connection, run_id: str, reason: str | None = None) -> C
     history = read_history(conn, run_id)  # RunNotFound when there is no such run
     run = history.run
     doubtful = [str(s.key) for s in history.steps if s.state == "in_doubt"]
+    left = history.cancelled
+    in_flight, decided = (left.in_flight, left.decided) if left is not None else ([], [])
     if row is None:
         if run.status != "cancelled":
             raise RunUnavailable(
@@ -62,13 +67,16 @@ def cancel_run(conn: db.Connection, run_id: str, reason: str | None = None) -> C
             cancelled_at=run.updated_at,
             already=True,
             left_in_doubt=doubtful,
+            in_flight=in_flight,
+            decided=decided,
         )
     log.info(
-        "cancelled run=%s previous_status=%s previous_owner=%s generation=%d",
+        "cancelled run=%s previous_status=%s previous_owner=%s generation=%d in_flight=%s",
         run_id,
         row["previous_status"],
         row["previous_owner"],
         row["generation"],
+        ",".join(c.key for c in in_flight) or "-",
     )
     return Cancellation(
         run_id=run_id,
@@ -78,6 +86,8 @@ def cancel_run(conn: db.Connection, run_id: str, reason: str | None = None) -> C
         cancelled_at=row["cancelled_at"],
         already=False,
         left_in_doubt=doubtful,
+        in_flight=in_flight,
+        decided=decided,
     )
 
 

@@ -20,7 +20,10 @@ proves and what it only suggests are kept apart:
 - a run *needs attention* when a restart found a ``once`` call in doubt and parked it: the
   verdict says that nothing can tell whether the call acted and what each of the operator's
   choices means (:mod:`.attention`); an operator's decision (``call_resolutions``) stays on
-  the timeline: where the run was parked, then the decision on the operator's lane.
+  the timeline: where the run was parked, then the decision on the operator's lane;
+- a *cancelled* run's journal is exactly what it was at the cancel (its worker's writes are
+  all refused from then on), so a call without a confirm was in flight when it was
+  cancelled: :mod:`.cancelled` names it and says what to do about it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import replace
 
 from ..records import Decision, Run, ToolCall
 from .attention import Attention, PastResolution, command
+from .cancelled import Cancelled, InFlight
 from .events import event_order, events_of, park_event, resolution_events, retry_events
 from .views import Claim, PastRetry, RunHistory, Step, clock_text, owner_pid, relative
 
@@ -73,6 +77,39 @@ def assemble(
         retries=retries,
         resolutions=resolutions,
         attention=attention,
+        cancelled=_cancelled(run, steps, owners),
+    )
+
+
+def _cancelled(run: Run, steps: list[Step], owners: dict[int, str]) -> Cancelled | None:
+    """What the cancel of a cancelled run fenced and left: read off the journal, which no
+    write has changed since."""
+    if run.status != "cancelled":
+        return None
+    in_flight = [
+        InFlight(
+            seq=s.seq,
+            key=s.key,
+            tool=s.tool,
+            effect=s.effect or "keyed",
+            state="redo" if s.state == "redo" else "intent",
+            args=s.args,
+            intent_at=s.intent_at,
+            intent_by=s.intent_by,
+        )
+        for s in steps
+        if s.state in ("in_doubt", "redo")
+        and s.key is not None
+        and s.intent_at is not None
+        and s.intent_by is not None
+    ]
+    return Cancelled(
+        cancelled_at=run.updated_at,
+        reason=run.failure,
+        generation=run.generation,
+        owner=owners.get(run.generation),
+        in_flight=in_flight,
+        decided=[(s.seq, s.tool) for s in steps if s.state == "decided"],
     )
 
 

@@ -16,8 +16,8 @@ from wcwidth import wcswidth
 
 from ..logfmt import escape
 from .attention import Attention, CallResolution, PastResolution
+from .cancelled import Cancellation, Cancelled, InFlight, nothing_in_flight
 from .views import (
-    Cancellation,
     PastRetry,
     Resolution,
     Retry,
@@ -177,6 +177,8 @@ def format_history(history: RunHistory) -> str:
     ]
     if history.attention is not None:
         lines += ["", "needs attention", *_attention_lines(history.attention)]
+    if history.cancelled is not None:
+        lines += ["", "cancelled", *_cancelled_lines(history.cancelled, now)]
     if history.resolutions:
         lines += ["", "resolved by an operator"]
         lines += [f"  {_resolution_line(r, now)}" for r in history.resolutions]
@@ -186,6 +188,29 @@ def format_history(history: RunHistory) -> str:
     lines += ["", "state"]
     lines += [f"  {n}" for n in history.notes]
     return _lines(lines)
+
+
+def _cancelled_lines(c: Cancelled, now: datetime) -> list[str]:
+    owner = f" ({c.owner})" if c.owner else ""
+    fenced = (
+        f"generation {c.generation}{owner}, the last to hold the run, is fenced: nothing it "
+        "writes or sends after the cancel is accepted"
+        if c.generation
+        else "no worker had ever claimed the run"
+    )
+    lines = [f"  at {clock_text(c.cancelled_at, now)}: {c.reason or 'no reason recorded'}"]
+    lines.append(f"  {fenced}")
+    lines += [f"  {ln}" for call in c.in_flight for ln in _in_flight_lines(call, now)]
+    if not c.in_flight:
+        lines.append(f"  {nothing_in_flight(c.decided)}")
+    return lines
+
+
+def _in_flight_lines(call: InFlight, now: datetime | None) -> list[str]:
+    return [
+        f"in flight when cancelled: {call.summary(lambda at: clock_text(at, now))}",
+        f"  what to do: {call.advice}",
+    ]
 
 
 def _attention_lines(a: Attention) -> list[str]:
@@ -262,14 +287,19 @@ def format_cancellation(c: Cancellation) -> str:
         held = f", held by {c.previous_owner}" if c.previous_owner else ""
         line = (
             f"run {c.run_id} cancelled (was {c.previous_status}, generation "
-            f"{c.generation}{held}); its worker changes nothing from its next write on"
+            f"{c.generation}{held}); its worker changes nothing and sends nothing from its next "
+            "write or request on"
         )
+    lines = line.split("\n")
+    lines += [f"  {ln}" for call in c.in_flight for ln in _in_flight_lines(call, None)]
+    if not c.in_flight:
+        lines.append(f"  {nothing_in_flight(c.decided)}")
     if c.left_in_doubt:
-        line += (
-            f"\n  left in doubt, never to be re-sent: {', '.join(c.left_in_doubt)} "
+        lines.append(
+            f"  left in doubt, never to be re-sent: {', '.join(c.left_in_doubt)} "
             "(the remote may have acted on them)"
         )
-    return _lines(line.split("\n"))
+    return _lines(lines)
 
 
 def format_retry(r: Retry) -> str:

@@ -4,8 +4,8 @@
 - :class:`Claim`, :class:`Step`, :class:`Event`, :class:`RunHistory`: one run's history,
   read by :func:`agent_runtime.operator.snapshot.read_history`;
 - :class:`PastRetry`: one operator's retry in a run's history (the failure it cleared);
-- :class:`Cancellation`, :class:`Resolution`, :class:`Retry`: what ``cancel``,
-  ``resolve`` and ``retry`` did.
+- :class:`Resolution`, :class:`Retry`: what ``resolve`` and ``retry`` did (``cancel``:
+  :mod:`.cancelled`).
 
 Times print in local time to the millisecond (``12:00:03.412``), compared with the
 database clock ``cr_now()`` that was read with the data.
@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..conversation import DONE
 from ..lease import owner_is_dead
 from ..records import Run
 from .attention import Attention, PastResolution
+
+if TYPE_CHECKING:
+    from .cancelled import Cancelled
 
 
 def clock_text(at: datetime, now: datetime | None = None) -> str:
@@ -235,6 +238,7 @@ class RunHistory:
     retries: list[PastRetry] = field(default_factory=list)  # oldest first
     resolutions: list[PastResolution] = field(default_factory=list)  # oldest first
     attention: Attention | None = None  # the call in doubt of a parked run, and the choices
+    cancelled: Cancelled | None = None  # a cancelled run: what the cancel fenced and left
 
     @property
     def now(self) -> datetime:
@@ -283,6 +287,7 @@ class RunHistory:
             "retries": [r.to_json() for r in self.retries],
             "attention": self.attention.to_json() if self.attention is not None else None,
             "resolutions": [r.to_json() for r in self.resolutions],
+            "cancelled": self.cancelled.to_json() if self.cancelled is not None else None,
         }
 
 
@@ -359,29 +364,6 @@ class RunList:
             "now": _iso(self.now),
             "total": self.total,
             "runs": [r.to_json() for r in self.runs],
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cancellation:
-    run_id: str
-    previous_status: str
-    previous_owner: str | None
-    generation: int
-    cancelled_at: datetime
-    already: bool  # it was cancelled before this call; nothing changed
-    left_in_doubt: list[str] = field(default_factory=list)  # keys of intents with no confirm
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run_id,
-            "status": "cancelled",
-            "already_cancelled": self.already,
-            "previous_status": self.previous_status,
-            "previous_owner": self.previous_owner,
-            "generation": self.generation,
-            "cancelled_at": self.cancelled_at.isoformat(),
-            "left_in_doubt": self.left_in_doubt,
         }
 
 
