@@ -10,9 +10,9 @@ A refusal (a done run cancelled, a live run retried) is part of the trace, never
 a run is cancelled it stays cancelled, and nothing anyone sends for it afterwards is
 accepted: no claim, no decision, no intent, no confirm, no model call, and no request a
 remote acts on (``created`` or ``already_done``). The snapshot taken right after the
-cancel is the fence's floor. The remote half is checked when
-:data:`REMOTES_FENCED_ON_CANCEL` says the runtime promises it (issue 21, point 3);
-``test_operators.py`` holds the schedule that shows it does not yet, as a strict xfail.
+cancel is the fence's floor. The remote half holds since issue 21's
+point 3 (the worker reads its ownership after an intent, and every later attempt's start
+is a fenced write): :data:`REMOTES_FENCED_ON_CANCEL`.
 
 **operator_confirm**: a call an operator confirmed says what the operator said (its
 result, ``remote_status`` operator); ``duplicate_effect`` already requires that it is
@@ -39,9 +39,8 @@ from .pilots import Exit, Gate
 from .violations import Violation
 
 # Whether the runtime fences a cancelled worker's keyed requests at the remote (DESIGN.md
-# section 9). False until issue 21 point 3 lands: then set it True, and the strict xfail in
-# test_operators.py passes and must lose its mark.
-REMOTES_FENCED_ON_CANCEL: Final = False
+# section 9): it does since issue 21's point 3, so the suite checks it in every schedule.
+REMOTES_FENCED_ON_CANCEL: Final = True
 ACCEPTED: Final = frozenset({"created", "already_done"})  # a remote acted, or said it had
 CANCEL_REASON: Final = "the schedule's operator"
 

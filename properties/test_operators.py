@@ -14,7 +14,6 @@ from .events import Event, Schedule, ScheduleError
 from .minimise import first_failure
 from .runners import InProcessRunner, ProcessRunner
 from .server import SuiteDatabase
-from .violations import Violation
 
 START_ONCE = Event(op="start", run=0, agent="once")
 # The operator cancels while the worker has written the intent of its keyed create_server
@@ -99,25 +98,14 @@ def test_a_worker_cancelled_at_its_once_send_sends_nothing_and_nobody_claims_the
     assert [e[1] for e in run["effects"]] == ["ticket"]  # the email never went out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Violation,
-    reason=(
-        "DESIGN.md section 9 / issue 21 point 3 not yet in the runtime: cancel does not fence "
-        "the cancelled worker's keyed request. Schedule: start r0; pause r0 at after_intent "
-        "seq=0; cancel r0; step r0 -> [cancel_fence] the cloud accepted r0:0 from generation "
-        "1 (created). When cancel fences, set operators.REMOTES_FENCED_ON_CANCEL = True and "
-        "drop this mark."
-    ),
-)
 def test_nothing_a_cancelled_worker_sends_is_accepted_by_a_keyed_remote(
     inprocess_runner: InProcessRunner,
 ) -> None:
-    inprocess_runner.remote_fence = True
-    try:
-        inprocess_runner.replay(CANCEL_BEFORE_A_KEYED_SEND)
-    finally:
-        inprocess_runner.remote_fence = False
+    # start r0; pause r0 at after_intent seq=0; cancel r0; step r0: the cloud accepted
+    # r0:0 from the cancelled generation before issue 21's point 3 ([cancel_fence])
+    outcome = inprocess_runner.replay(CANCEL_BEFORE_A_KEYED_SEND)
+    assert outcome["r0"]["effects"] == []
+    assert any("ended: LeaseLost" in line for line in inprocess_runner.trace)
 
 
 class RevivingRunner(InProcessRunner):

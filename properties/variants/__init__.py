@@ -48,6 +48,8 @@ variant                    kind                    what is broken
                                                    if it were keyed, instead of parking the run
 ``unchecked_send``         ownership check         no ownership check before a checked or once
                                                    call, whose remote fences nothing
+``keyed_send_unchecked``   ownership check         a keyed call is left to the remote's fencing,
+                                                   which a cancel never reaches
 ``parked_claimable``       status list             the sweep claims a run that needs attention
 ``answer_first_call_only`` lost element            a restart reads back one decision per model
                                                    answer: an answer's later calls are forgotten
@@ -235,6 +237,12 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="ownership check",
             summary="no ownership check before a call whose remote fences nothing",
             worker=workers.OwnerBlindSendWorker,
+        ),
+        Variant(
+            name="keyed_send_unchecked",
+            kind="ownership check",
+            summary="a keyed call is left to the remote's fencing, which a cancel never reaches",
+            worker=workers.RemoteFencedWorker,
         ),
         Variant(
             name="parked_claimable",

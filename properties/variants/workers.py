@@ -136,6 +136,21 @@ class OwnerBlindSendWorker(Worker):
     actor_class = OwnerBlindSendActor
 
 
+class RemoteFencedActor(Actor):
+    """keyed_send_unchecked: a keyed call is trusted to the remote's own fencing (it refuses
+    an older generation than one it served), so no ownership read before it; after an
+    operator's cancel no newer generation ever reaches the remote, and the cancelled
+    worker's send goes through (the runtime before issue 21's point 3)."""
+
+    def _still_owner(self, lease: Lease, tool: Tool, call: ToolCall) -> None:
+        if tool.effect != "keyed":
+            super()._still_owner(lease, tool, call)
+
+
+class RemoteFencedWorker(Worker):
+    actor_class = RemoteFencedActor
+
+
 class HeartbeatDeafWorker(Worker):
     """heartbeat_ignored: never looks at what its heartbeat found, so a worker whose
     renewal failed still sends the tool call it was about to make."""
