@@ -66,6 +66,9 @@ class Operators(Disruptions):
         self.cancelled: dict[str, Fence] = {}
         self.operated: set[str] = set()  # runs an operator changed since the last check
         self.confirmed_by: dict[tuple[str, int], Any] = {}  # what an operator confirmed
+        # the generation each run had when an operator's retry cleared its owner: a worker
+        # of that generation or older is fenced from then on, by the operator's hand
+        self.retried_at: dict[str, int] = {}
 
     # -- events --------------------------------------------------------------------------------
 
@@ -109,6 +112,9 @@ class Operators(Disruptions):
                 held = "held by a live lease"
             return f"refused: the run is {held}"
         self.operated.add(run)
+        generation = self._run_generation(run)
+        if generation is not None:
+            self.retried_at[run] = generation
         self._count_operator("retry")
         return f"retried (was {done.past.previous_status}, now {done.status})"
 
@@ -157,6 +163,9 @@ class Operators(Disruptions):
         refused = message.kind in FENCED or message.kind == "RunUnavailable"
         if refused and w.run in self.cancelled and self._status(w.run) == "cancelled":
             return True
+        if message.kind in FENCED and w.run in self.retried_at:  # its lease lapsed, retried
+            gen = self._generation(w)
+            return gen is not None and gen <= self.retried_at[w.run]
         return super()._expected(w, message)
 
     def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
