@@ -21,9 +21,25 @@ from .variants.mutations import EDITS, statement
 from .violations import Violation, Violations
 
 MAX_SHRUNK = 8  # events a shrunk schedule may keep
+# Variants that became equivalent to the runtime: what they break is guarded twice now.
+EQUIVALENT = {
+    "heartbeat_ignored": (
+        "equivalent since issue 21's point 3: the worker reads its ownership in the journal "
+        "after every intent, every later attempt's start is a fenced write, and the model "
+        "call has its own check, so the heartbeat's flag guards nothing the journal does not"
+    ),
+}
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "variant",
+    [
+        pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=EQUIVALENT[v]))
+        if v in EQUIVALENT
+        else v
+        for v in VARIANTS
+    ],
+)
 def test_the_ci_profile_catches_a_broken_runtime(
     variant: str,
     suite_database: SuiteDatabase,

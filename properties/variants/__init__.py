@@ -30,6 +30,8 @@ variant                    kind                    what is broken
 ``release_unfenced``       ownership check         a clean stop frees the run whoever holds it
 ``heartbeat_ignored``      ignored signal          the worker never reads what its heartbeat
                                                    found, and acts after being fenced
+                                                   (equivalent since issue 21's point 3: the
+                                                   journal is read before every send)
 ``async_intent``           durability              the intent commits without the WAL flush
 ``decision_relaxes_session``  durability           the decision's relaxed commit is set for the
                                                    session, so the intent after it skips the
