@@ -89,7 +89,8 @@ class Checks(Driving):
             if w.fenced_after is not None:
                 for a in now.answers:
                     after = a.seq > w.fenced_after.get(a.remote, 0)
-                    if after and a.generation == w.generation and a.run == w.run:
+                    landing = (a.remote, a.seq) in self.landed  # sent before, acted now
+                    if after and not landing and a.generation == w.generation and a.run == w.run:
                         found.append(
                             Violation(
                                 "fenced_act",
