@@ -165,7 +165,8 @@ class Operators(Disruptions):
             return True
         if message.kind in FENCED and w.run in self.retried_at:  # its lease lapsed, retried
             gen = self._generation(w)
-            return gen is not None and gen <= self.retried_at[w.run]
+            if gen is not None and gen <= self.retried_at[w.run]:
+                return True
         return super()._expected(w, message)
 
     def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
