@@ -31,6 +31,9 @@ class CrashableServer(Protocol):
     def crash(self) -> None:
         """Stop the server hard (no flush, no checkpoint) and start it again."""
 
+    def between_examples(self) -> None:
+        """Before an example: nothing but the schedule may write the WAL out from here on."""
+
 
 class Disruptions(Checks):
     """Faults, connection drops, database crashes and the operator, as schedule events."""
