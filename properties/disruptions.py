@@ -107,13 +107,18 @@ class Disruptions(Checks):
                 return ended
             assert w.gate is not None
             where = f" with {w.label} at {w.gate.point} seq={w.gate.seq}"
+        gates = [
+            (live.run, live.gate.point, live.gate.seq)
+            for live in self.workers
+            if live.alive and live.state == "paused" and live.gate is not None
+        ]
         self.conn.close()
         self.server.crash()
         self._reconnect()
         for live in self.workers:
             if live.alive:
                 self._mark_dropped(live)
-        self.shadow.database_crashed()
+        self.shadow.database_crashed(gates)
         self.stats.db_crashes += 1
         self.on_event("database crash")
         return f"the database crashed and came back{where}"
