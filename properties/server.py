@@ -100,6 +100,9 @@ class SuiteDatabase:
         try:
             self.tcp_url = self.cluster.ensure_running()
             self.url = _socket_url(self.cluster.datadir, self.tcp_url)
+            # A shared server whose writer someone else holds (the session that started a
+            # command on it) keeps it held when this one closes.
+            self._release_at_close = self.owned or not _stopped(self._writer_pid())
             self.hold_wal_writer()
         except BaseException:
             if self.owned:
@@ -163,7 +166,8 @@ class SuiteDatabase:
                 os.kill(pid, signal.SIGCONT)
 
     def close(self) -> None:
-        self.release_wal_writer()  # a fast stop waits for it; a shared server is left usable
+        if self._release_at_close:  # a fast stop waits for it; a shared server is left usable
+            self.release_wal_writer()
         self._disconnect()
         if self.owned:
             self.cluster.remove()
@@ -203,15 +207,21 @@ class SuiteDatabase:
         return None if row is None else row["wait_event"]
 
 
+def _stopped(pid: int | None) -> bool:
+    """Whether process ``pid`` is stopped (``SIGSTOP``); False if gone or unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text() if pid is not None else ""
+    except OSError:
+        return False
+    return bool(stat) and stat[stat.rindex(")") + 2] in "Tt"
+
+
 def _wait_stopped(pid: int) -> None:
-    """Until ``pid`` shows as stopped (a signal is delivered, not awaited)."""
+    """Until ``pid`` shows as stopped (a signal is delivered, not awaited); at once if it is
+    gone (the wait event read next finds no writer) or there is no /proc (Linux only)."""
     deadline = time.monotonic() + STOP_WAIT
     while True:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return  # gone (the wait event read next finds no writer), or no /proc (Linux only)
-        if stat[stat.rindex(")") + 2] in "Tt":
+        if _stopped(pid) or not Path(f"/proc/{pid}").exists():
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"the WAL writer (pid {pid}) did not stop within {STOP_WAIT} s")

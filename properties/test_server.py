@@ -62,6 +62,7 @@ def _kept_after_crash(database: SuiteDatabase, n: int) -> set[bool]:
 def test_a_relaxed_commit_is_lost_at_a_crash_however_long_ago_it_was_made(
     suite_database: SuiteDatabase,
 ) -> None:
+    suite_database.hold_wal_writer()  # as before every example (a command may release it)
     with _fast_wal_writer(suite_database):
         lsn = _commit_both(suite_database, 1)
         time.sleep(WAIT)  # the point is the wall time: far past the writer's timer
