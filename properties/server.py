@@ -61,7 +61,7 @@ from agent_runtime.pgcluster import LocalCluster
 from . import sqlfile
 
 SETTINGS: Final = {
-    "wal_writer_delay": "10s",  # held anyway (hold_wal_writer); the longest, should it run
+    "wal_writer_delay": "10s",  # the longest there is; held anyway (hold_wal_writer)
     "fsync": "off",
     "synchronous_commit": "on",
     "full_page_writes": "on",
@@ -136,9 +136,7 @@ class SuiteDatabase:
         timer makes one."""
         self.hold_wal_writer()
         if self.examples % CHECKPOINT_EVERY == 0:
-            self._writer()  # connected
-            assert self._conn is not None
-            sqlfile.rows(self._conn, "checkpoint")
+            self._query("checkpoint")
         self.examples += 1
 
     def hold_wal_writer(self) -> None:
@@ -178,14 +176,14 @@ class SuiteDatabase:
         configured = os.environ.get(DATADIR_ENV)
         return cls(Path(configured).expanduser()) if configured else cls()
 
-    def _writer(self) -> db.Row | None:
-        """The WAL writer's pid and wait event, through our own connection: a new one after
-        a crash (ours, or another process's, which the first try finds out)."""
+    def _query(self, name: str) -> db.Row | None:
+        """A suite query through our own connection: a new one after a crash (ours, or
+        another process's, which the first try finds out)."""
         for attempt in (1, 2):
             if self._conn is None:
                 self._conn = db.connect(self.url, application_name="properties.server")
             try:
-                return sqlfile.one(self._conn, "wal_writer")
+                return sqlfile.one(self._conn, name)
             except DatabaseError:
                 self._disconnect()
                 if attempt == 2:
@@ -199,11 +197,11 @@ class SuiteDatabase:
             self._conn = None
 
     def _writer_pid(self) -> int | None:
-        row = self._writer()
+        row = self._query("wal_writer")
         return int(row["pid"]) if row is not None else None
 
     def _writer_waits_for(self) -> str | None:
-        row = self._writer()
+        row = self._query("wal_writer")
         return None if row is None else row["wait_event"]
 
 

@@ -118,3 +118,18 @@ def test_a_database_crash_takes_the_same_writes_back_however_long_the_schedule_w
     assert later == at_once
     outcome, _ = at_once
     assert outcome["r0"]["model_calls"] == outcome["r0"]["llm_calls"] + 1  # asked again
+
+
+def test_a_command_sharing_the_suites_server_leaves_its_wal_writer_held(
+    suite_database: SuiteDatabase,
+) -> None:
+    """The replay and nightly commands the tests start run on the session's own cluster:
+    closing them must not let its writer go between two examples."""
+    suite_database.hold_wal_writer()
+    command = SuiteDatabase(suite_database.cluster.datadir)
+    command.close()
+    with _fast_wal_writer(suite_database):
+        lsn = _commit_both(suite_database, 3)
+        time.sleep(WAIT)
+        assert not _written(suite_database, lsn), "the command let the session's writer go"
+        assert _kept_after_crash(suite_database, 3) == {True}
