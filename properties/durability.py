@@ -13,12 +13,16 @@ the runtime's SQL (a statement that sets ``synchronous_commit`` off, or
 ``journal.confirm_commit`` for a confirm). The shadow (:mod:`properties.shadow`) asks
 :func:`relaxed` for every row or change it saw disappear after a database crash: only a
 relaxed write not followed by any durable one may go; nothing durable is ever excused.
+:func:`confirm_write` and :func:`run_write` name the write behind a change the shadow saw.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final, Literal
+
+from .observe import CallRow, RunRow
 
 Commit = Literal["relaxed", "durable"]
 RELAXED: Final = "relaxed"
@@ -98,3 +102,45 @@ def markdown() -> str:
     """The table as ARCHITECTURE.md shows it."""
     rows = [list(HEADER), ["---"] * len(HEADER), *(w.cells() for w in WRITES)]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in rows)
+
+
+# What a run row's state is made of: every column a durable write sets (llm_calls is the
+# relaxed answer's, and goes with it).
+RunState = tuple[str, str | None, int, datetime | None, str | None]
+# The write that moves a run to a status.
+STATUS_WRITES = {
+    "done": "finish_run",
+    "needs_attention": "park_run",
+    "failed": "fail_run",
+    "cancelled": "operator_cancel_run",
+    "pending": "operator_retry_run",
+}
+
+
+def confirm_write(call: CallRow) -> Write:
+    """The write that resolved ``call``: an operator's (no worker's generation on it) or the
+    worker's confirm under the call's contract."""
+    if call.remote_status == "operator" and call.confirm_generation is None:
+        return write("operator_resolve_call")
+    return write("record_confirm", call.effect)
+
+
+def run_write(before: RunState, after: RunState) -> Write:
+    """The write that moved a run row from ``before`` to ``after`` (the first that fits)."""
+    status, owner, generation, lease, _ = after
+    if generation != before[2]:
+        return write("claim_run")
+    if status != before[0]:
+        if before[0] == "needs_attention" and status == "pending":
+            return write("operator_resolve_call")
+        return write(STATUS_WRITES.get(status, "release_run"))
+    if owner != before[1]:
+        return write("adopt_lease" if owner is not None else "release_run")
+    if lease != before[3]:
+        return write("renew_lease" if owner is not None else "operator_end_backoff")
+    return write("release_run")  # the failure text alone
+
+
+def run_state(row: RunRow) -> RunState:
+    """The part of a run row only durable writes set."""
+    return (row.status, row.owner, row.generation, row.lease_expires_at, row.failure)

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import durability
-from .durability import Write
-from .observe import CallRow, DecisionRow, RunRow, Snapshot
+from .durability import Write, confirm_write, run_state, run_write
+from .observe import CallRow, DecisionRow, Snapshot
 from .violations import Violation
 
 # How each contract brings back a confirm a database crash took: the remote status then.
@@ -40,17 +40,6 @@ RECOVERED = {"keyed": "already_done", "checked": "found", "read": "read"}
 
 # The gates a worker reaches once its step's intent has returned (agent_runtime.crash).
 INTENT_WRITTEN = ("after_intent", "after_call", "after_confirm")
-# What a run row's state is made of: every column a durable write sets (llm_calls is the
-# relaxed answer's, and goes with it).
-RunState = tuple[str, str | None, int, datetime | None, str | None]
-# The write that moves a run to a status.
-STATUS_WRITES = {
-    "done": "finish_run",
-    "needs_attention": "park_run",
-    "failed": "fail_run",
-    "cancelled": "operator_cancel_run",
-    "pending": "operator_retry_run",
-}
 
 
 def decision_may_vanish(shadow: Shadow, run: str, seq: int) -> bool:
@@ -76,34 +65,6 @@ def decision_may_vanish(shadow: Shadow, run: str, seq: int) -> bool:
     return shadow.generations.get(run, 0) <= seen[seq].generation
 
 
-def confirm_write(call: CallRow) -> Write:
-    """The write that resolved ``call``: an operator's (no worker's generation on it) or the
-    worker's confirm under the call's contract."""
-    if call.remote_status == "operator" and call.confirm_generation is None:
-        return durability.write("operator_resolve_call")
-    return durability.write("record_confirm", call.effect)
-
-
-def run_write(before: RunState, after: RunState) -> Write:
-    """The write that moved a run row from ``before`` to ``after`` (the first that fits)."""
-    status, owner, generation, lease, _ = after
-    if generation != before[2]:
-        return durability.write("claim_run")
-    if status != before[0]:
-        if before[0] == "needs_attention" and status == "pending":
-            return durability.write("operator_resolve_call")
-        return durability.write(STATUS_WRITES.get(status, "release_run"))
-    if owner != before[1]:
-        return durability.write("adopt_lease" if owner is not None else "release_run")
-    if lease != before[3]:
-        return durability.write("renew_lease" if owner is not None else "operator_end_backoff")
-    return durability.write("release_run")  # the failure text alone
-
-
-def _state(row: RunRow) -> RunState:
-    return (row.status, row.owner, row.generation, row.lease_expires_at, row.failure)
-
-
 @dataclass
 class Shadow:
     decisions: dict[str, dict[int, DecisionRow]] = field(default_factory=lambda: defaultdict(dict))
@@ -114,7 +75,7 @@ class Shadow:
     crashed: bool = False  # a database crash happened since the last check
     vanished: list[tuple[str, int]] = field(default_factory=list)  # decisions a crash took
     # each run's row states as seen, oldest first (a new one only when it changed)
-    states: dict[str, list[RunState]] = field(default_factory=dict)
+    states: dict[str, list[durability.RunState]] = field(default_factory=dict)
     checks: int = 0  # checks so far; this one's number while it runs
     flushed_at: int = 0  # the last check (not a crash's) that saw a durable write
     # when each relaxed write was first seen: ("decision", run, first seq of its answer)
@@ -189,8 +150,8 @@ class Shadow:
             self.calls[run].update(calls)
         for run, row in now.runs.items():
             states = self.states.setdefault(run, [])
-            if not states or states[-1] != _state(row):
-                states.append(_state(row))
+            if not states or states[-1] != run_state(row):
+                states.append(run_state(row))
         self.done |= {r.id for r in now.runs.values() if r.status == "done"}
         self.generations.update({r.id: r.generation for r in now.runs.values()})
         self.clock = clock if clock is not None else self.clock
@@ -207,8 +168,8 @@ class Shadow:
             states = self.states.get(run)
             if not states:
                 writes.append(durability.write("create_run"))
-            elif _state(row) not in states:
-                writes.append(run_write(states[-1], _state(row)))
+            elif run_state(row) not in states:
+                writes.append(run_write(states[-1], run_state(row)))
         for run, calls in now.calls.items():
             for seq, c in calls.items():
                 old = self.calls[run].get(seq)
@@ -350,7 +311,7 @@ class Shadow:
             row = now.runs.get(run)
             if row is None or run in self.done or row.generation < states[-1][2]:
                 continue
-            state = _state(row)
+            state = run_state(row)
             if state == states[-1] or state not in states:
                 continue
             back = max(i for i, s in enumerate(states) if s == state)
@@ -406,7 +367,7 @@ def _c(c: CallRow) -> str:
     return f"{c.state} {c.key} result={rid} remote={c.remote_status}"
 
 
-def _s(state: RunState) -> str:
+def _s(state: durability.RunState) -> str:
     status, owner, generation, lease, failure = state
     until = f" until {lease:%H:%M:%S}" if lease is not None else ""
     why = f" ({failure})" if failure else ""
