@@ -64,7 +64,7 @@ class Checks(Driving):
             (a.run, a.seq) for a in self.asks if a.fate == "journaled" and a.seq is not None
         ]
         unseen = self.shadow.lost_unseen(now, journaled)
-        found += self.shadow.check_and_update(now, self.gen_before)
+        found += self.shadow.check_and_update(now, self.gen_before, self.clock_now)
         for run, seq in [*self.shadow.vanished, *unseen]:  # a crash took the decision back
             for ask in self.asks:
                 if (ask.run, ask.seq, ask.fate) == (run, seq, "journaled"):

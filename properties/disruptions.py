@@ -32,6 +32,9 @@ class CrashableServer(Protocol):
     def crash(self) -> None:
         """Stop the server hard (no flush, no checkpoint) and start it again."""
 
+    def between_examples(self) -> None:
+        """Before an example: nothing but the schedule may write the WAL out from here on."""
+
 
 class Disruptions(Checks):
     """Faults, connection drops, database crashes and the operator, as schedule events."""
@@ -138,13 +141,18 @@ class Disruptions(Checks):
                 return ended
             assert w.gate is not None
             where = f" with {w.label} at {w.gate.point} seq={w.gate.seq}"
+        gates = [
+            (live.run, live.gate.point, live.gate.seq)
+            for live in self.workers
+            if live.alive and live.state == "paused" and live.gate is not None
+        ]
         self.conn.close()
         self.server.crash()
         self._reconnect()
         for live in self.workers:
             if live.alive:
                 self._mark_dropped(live)
-        self.shadow.database_crashed()
+        self.shadow.database_crashed(gates)
         self.stats.db_crashes += 1
         self.on_event("database crash")
         return f"the database crashed and came back{where}"

@@ -136,6 +136,8 @@ class ScheduleRunner(NoSupervisor, Operators):
             db.run(self.conn, "delete_all_runs")
         if self.stats.examples % VACUUM_EVERY == 0:
             sqlfile.rows(self.conn, "vacuum_journal")
+        if self.server is not None:
+            self.server.between_examples()
         clock.freeze(self.conn, EPOCH)
         self.clock_now = EPOCH  # cr_now(): frozen, moved only by _advance
         self.remotes.reset()

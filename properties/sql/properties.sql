@@ -7,9 +7,9 @@
 RESET ALL;
 
 -- name: vacuum_journal
--- Every example deletes what it wrote; a crash forgets the statistics that would make
--- autovacuum clean up after it, so the runner vacuums itself now and then.
-VACUUM runs, decisions, tool_calls, run_claims;
+-- Every example deletes what it wrote; the suite's server runs no autovacuum (its
+-- commits would flush the WAL on a timer: properties/server.py), so the runner vacuums.
+VACUUM runs, decisions, tool_calls, model_answers, run_claims;
 
 -- name: snapshot
 -- Everything observable in the journal at one instant, one row per run.
@@ -73,3 +73,10 @@ SELECT 1 AS alive FROM pg_stat_activity WHERE pid = %(pid)s;
 
 -- name: calls_in_doubt
 SELECT seq FROM tool_calls WHERE run_id = %(run)s AND state = 'intent' ORDER BY seq;
+
+-- name: wal_writer
+-- The WAL writer's process and what it waits for (properties/server.py holds it).
+SELECT pid, wait_event FROM pg_stat_activity WHERE backend_type = 'walwriter';
+
+-- name: checkpoint
+CHECKPOINT;

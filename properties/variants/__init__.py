@@ -36,6 +36,8 @@ variant                    kind                    what is broken
 ``decision_relaxes_session``  durability           the decision's relaxed commit is set for the
                                                    session, so the intent after it skips the
                                                    flush too
+``once_confirm_relaxed``   durability              a once call's confirm commits relaxed, like
+                                                   the others: a crash may take it back
 ``retry_fresh_key``        retry path              a retry re-sends under a key of its own
                                                    attempt (a restart uses the journaled one)
 ``status_from_attempt``    derived status          ``remote_status`` comes from the attempt
@@ -191,6 +193,12 @@ VARIANTS: Final[dict[str, Variant]] = {
             kind="durability",
             summary="the decision's synchronous_commit=off leaks into the session",
             journal=journals.LeakyRelaxedJournal,
+        ),
+        Variant(
+            name="once_confirm_relaxed",
+            kind="durability",
+            summary="a once call's confirm commits without waiting for the WAL flush",
+            journal=journals.RelaxedOnceConfirmJournal,
         ),
         Variant(
             name="retry_fresh_key",

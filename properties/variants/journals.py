@@ -224,3 +224,23 @@ class LeakyRelaxedJournal(Journal):
     def _write(self, name: str, lease: Lease, what: str, **params: Any) -> list[dict[str, Any]]:
         leaky = "session_relaxed_decision" if name == "record_decision" else name
         return written(self, leaky, lease, what, **params)
+
+
+class RelaxedOnceConfirmJournal(Journal):
+    """once_confirm_relaxed: every confirm commits relaxed, a ``once`` call's too (its commit
+    taken as any confirm's, not from ``journal.confirm_commit``), so a database crash may
+    take back the record that the email went out: the restart finds the once call in doubt
+    and parks a run whose call was done."""
+
+    def record_confirm(
+        self,
+        lease: Lease,
+        call: ToolCall,
+        result: Any,
+        remote_status: str,
+        *,
+        state: str = "confirmed",
+    ) -> ToolCall:
+        relaxed = replace(call, effect="keyed")  # the effect only chooses the commit here
+        confirmed = super().record_confirm(lease, relaxed, result, remote_status, state=state)
+        return replace(confirmed, effect=call.effect)
