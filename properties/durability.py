@@ -65,6 +65,7 @@ WRITES: Final[tuple[Write, ...]] = (
     ),
     Write("record_confirm", "a `once` call's confirm", DURABLE, effects=("once",)),
     Write("redo_intent", "an operator's redo, made the worker's intent", DURABLE),
+    Write("record_send", "a later attempt's start (`lands_by`, `sends`)", DURABLE),
     Write("claim_run", "a claim", DURABLE),
     Write("claim_expired", "a sweep's claim", DURABLE),
     Write("adopt_lease", "a worker's adoption of its lease", DURABLE),
