@@ -82,7 +82,10 @@ def effect_tool(ctx: Any, tool: Tool) -> Tool:
         value, status = ctx.effect(tool.name, canonical(args), key=key, perform=perform)
         return Result(value, status if performed else "already_done")
 
-    return dataclasses.replace(tool, fn=call)
+    # The harness's effect has acted when ctx.effect returns, and a crash is a clean death
+    # between two effects: no request of a dead life is still in flight, so a check never
+    # has anything to wait out (in_flight 0, instead of the worker's tool timeout).
+    return dataclasses.replace(tool, fn=call, in_flight=0.0)
 
 
 def effect_agent(ctx: Any, agent: Agent) -> Agent:
