@@ -210,7 +210,7 @@ def test_an_end_heard_before_its_tenure_is_piloted_still_ends_that_tenure(
 class _Forgetful(Supervisor):
     """Leaves the run of a worker that died to its lease."""
 
-    def _after_exit(self, lease: Lease, code: int) -> None:
+    def _after_exit(self, lease: Lease, code: int, reason: str | None = None) -> None:
         return None
 
 

@@ -134,7 +134,7 @@ def test_a_retry_after_a_transient_failure_is_not_sent_once_the_run_is_cancelled
             sleep=cancel,  # the operator cancels while the worker waits out its backoff
         )
         try:
-            with pytest.raises(LeaseLost, match="keyed call cf-retry:1"):
+            with pytest.raises(LeaseLost, match="send seq=1 not written"):  # its start, fenced
                 worker.run(run_id, input=TASK)
         finally:
             worker.close_clients()

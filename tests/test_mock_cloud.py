@@ -335,7 +335,13 @@ def test_a_later_faults_call_replaces_only_the_fields_it_names(
     cloud_http.post("/admin/faults", json={"fail_before": 2, "latency": 0.5})
     shown = cloud_http.post("/admin/faults", json={"drop_after": 1}).json()
 
-    assert shown == {"fail_before": 2, "drop_after": 1, "latency": 0.5, "hang": 30.0}
+    assert shown == {
+        "fail_before": 2,
+        "drop_after": 1,
+        "latency": 0.5,
+        "hang": 30.0,
+        "hold_next": 0,
+    }
     assert cloud_http.get("/admin/faults").json() == shown
 
 

@@ -308,6 +308,7 @@ def test_a_faults_call_replaces_only_the_fields_it_names(support_http: httpx.Cli
         "latency": 0.5,
         "hang": 30.0,
         "send_latency": 0.0,
+        "hold_next": 0,
     }
     assert support_http.get("/admin/faults").json() == shown
 

@@ -121,6 +121,10 @@ ENVIRONMENT = (
     "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default ./.crashresume)",
     "CLOUD_URL, MODEL_URL (the remotes)",
     "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
+    "IN_FLIGHT_MARGIN (seconds a request may still act at its remote after TOOL_TIMEOUT: a "
+    "checked call is checked only after both)",
+    "STUCK_AFTER (seconds a supervised run may make no progress before its worker is "
+    "killed; 0: never)",
     "RUN_BACKOFF, RUN_BACKOFF_CAP (seconds a run stopped by a resumable error waits, first "
     "and at most)",
     "MAX_ATTEMPTS, GIVE_UP_AFTER (claims, and seconds, without progress before the "

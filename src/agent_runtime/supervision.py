@@ -145,17 +145,16 @@ class Supervisor:
             log.info("worker-exited run=%s code=%s pid=%d", lease.run_id, code, proc.pid)
             if code != EXIT_DONE:
                 try:
-                    free_after_exit(
-                        self.journal,
-                        self.backoff,
-                        lease,
-                        code,
-                        stopping=self.stopping,
-                        reason=proc.killed_for,
-                    )
+                    self._after_exit(lease, code, proc.killed_for)
                 except DatabaseError as exc:  # the lease will run out by itself
                     log.warning("release-failed run=%s error=%r", lease.run_id, str(exc))
         return [(lease, code) for lease, code, _ in ended]
+
+    def _after_exit(self, lease: Lease, code: int, reason: str | None = None) -> None:
+        """Free the run of a worker that ended holding it (``reason``: why we killed it)."""
+        free_after_exit(
+            self.journal, self.backoff, lease, code, stopping=self.stopping, reason=reason
+        )
 
     def watch(self) -> bool:
         """Kill the busy workers that hung or are stuck (:mod:`agent_runtime.takeback`),
