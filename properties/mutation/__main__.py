@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--annotations", type=Path, default=report.ANNOTATIONS)
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument(
+        "--report-only", action="store_true", help="write the report of --results, run nothing"
+    )
+    parser.add_argument(
         "--scope-only", action="store_true", help="kill with the small scope alone (quick)"
     )
     return parser
@@ -79,7 +82,20 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
             by_module.setdefault(m.module, []).append(m)
         for module, ms in by_module.items():
             chosen += _sample(ms, args, module)
-    return chosen, excluded
+    return _interleaved(chosen), excluded
+
+
+def _interleaved(mutants: list[Mutant]) -> list[Mutant]:
+    """Module by module in turn, so that a budget spent halfway covers every module."""
+    queues: dict[str, list[Mutant]] = {}
+    for m in mutants:
+        queues.setdefault(m.module, []).append(m)
+    out: list[Mutant] = []
+    while any(queues.values()):
+        for queue in queues.values():
+            if queue:
+                out.append(queue.pop(0))
+    return out
 
 
 def _sample(items: list[T], args: argparse.Namespace, module: str) -> list[T]:
@@ -133,6 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = report.load_results(args.results)
         todo = [m for m in mutants if m.id not in done]
         print(f"{len(mutants)} mutants selected, {len(todo)} not run yet", flush=True)
+        if args.report_only:
+            _write_report(args, {"places left out (equivalent by construction)": excluded})
+            return 0
         if args.list:
             for m in mutants:
                 print(f"{m.id}  line {m.line}")
@@ -170,19 +189,25 @@ def _run(
             print("    " + result.detail.replace("\n", "\n    "), flush=True)
     finally:
         database.close()
-    results = report.load_results(args.results)
-    context = {
-        "command": "python -m properties.mutation.check"
-        + (" --no-hypothesis" if args.scope_only else ""),
-        "unmutated seconds": round(baseline, 1),
-        "timeout per mutant": round(timeout, 1),
-        "places left out (equivalent by construction)": excluded,
-        "seed": args.seed,
-        "limit per module": args.limit,
-    }
-    data = report.write(
-        results, report.load_annotations(args.annotations), args.report, context=context
+    _write_report(
+        args,
+        {
+            "command": "python -m properties.mutation.check"
+            + (" --no-hypothesis" if args.scope_only else ""),
+            "unmutated seconds": round(baseline, 1),
+            "timeout per mutant": round(timeout, 1),
+            "places left out (equivalent by construction)": excluded,
+            "seed": args.seed,
+            "limit per module": args.limit,
+        },
     )
+    return 0
+
+
+def _write_report(args: argparse.Namespace, context: dict[str, object]) -> None:
+    results = report.load_results(args.results)
+    annotations = report.load_annotations(args.annotations)
+    data = report.write(results, annotations, args.report, context=context)
     for module, row in data["modules"].items():
         print(
             f"{module}: {row['killed'] + row['timeout']}/{row['total']} killed "
@@ -190,7 +215,6 @@ def _run(
             f"({row['equivalent']} equivalent)"
         )
     print(f"report: {args.report}")
-    return 0
 
 
 if __name__ == "__main__":
