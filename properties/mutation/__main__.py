@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -43,6 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sql", action="store_true", help="mutate the runtime's SQL")
     parser.add_argument(
         "--queries", nargs="*", help="only these named queries ('fenced': the fenced writes)"
+    )
+    parser.add_argument(
+        "--operators", nargs="*", help="only mutants of these operators (e.g. flip_comparison)"
+    )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="do not run the unmutated runtime first (needs --timeout)",
     )
     parser.add_argument("--limit", type=int, help="at most this many mutants per module")
     parser.add_argument("--seed", type=int, default=0, help="of the sample (default 0)")
@@ -82,6 +91,8 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
             by_module.setdefault(m.module, []).append(m)
         for module, ms in by_module.items():
             chosen += _sample(ms, args, module)
+    if args.operators:
+        chosen = [m for m in chosen if m.operator in args.operators]
     return _interleaved(chosen), excluded
 
 
@@ -112,6 +123,8 @@ def run_one(mutant: Mutant, overlay: Overlay, command: str, timeout: float) -> r
     seconds = time.monotonic() - began
     if output == "timeout":
         status, detail = "timeout", f"no verdict within {timeout:.0f}s"
+    elif f"agent_runtime={overlay.package}" not in output:
+        status, detail = "error", "the command did not import the mutated copy: " + _tail(output)
     elif outcome == TestOutcome.SURVIVED:
         status, detail = "survived", _lines(output, "survived:")
     elif outcome == TestOutcome.KILLED:
@@ -142,6 +155,8 @@ def _tail(output: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # A stopped run (a cancelled job, a kill) still puts the copy away and stops its cluster.
+    signal.signal(signal.SIGTERM, _stop)
     os.chdir(ROOT)
     overlay = Overlay()
     try:
@@ -172,11 +187,14 @@ def _run(
         command += " --no-hypothesis"
     began = time.monotonic()
     try:
-        outcome, output = run_tests(command, args.timeout or 3600)
-        baseline = time.monotonic() - began
-        if outcome != TestOutcome.SURVIVED or f"agent_runtime={overlay.package}" not in output:
-            print(f"the unmutated runtime does not pass, or the copy was not used:\n{output}")
-            return 2
+        if args.no_baseline and args.timeout:
+            baseline = 0.0
+        else:
+            outcome, output = run_tests(command, args.timeout or 3600)
+            baseline = time.monotonic() - began
+            if outcome != TestOutcome.SURVIVED or f"agent_runtime={overlay.package}" not in output:
+                print(f"the unmutated runtime does not pass, or the copy was not used:\n{output}")
+                return 2
         timeout = args.timeout or max(MIN_TIMEOUT, TIMEOUT_FACTOR * baseline)
         print(f"unmutated: passed in {baseline:.1f}s; timeout per mutant {timeout:.0f}s")
         for i, mutant in enumerate(todo, 1):
@@ -215,6 +233,10 @@ def _write_report(args: argparse.Namespace, context: dict[str, object]) -> None:
             f"({row['equivalent']} equivalent)"
         )
     print(f"report: {args.report}")
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import logging
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -39,6 +40,19 @@ NO_SHRINK: Final = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the check; anything raised is a kill too, and is told on stdout (the driver
+    keeps stdout only)."""
+    try:
+        return _check(argv)
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)[-3:]
+        print(f"killed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+        for frame in frames:
+            print(f"after: {frame.filename}:{frame.lineno} in {frame.name}")
+        return 1
+
+
+def _check(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m properties.mutation.check")
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--no-hypothesis", action="store_true", help="the small scope only")
