@@ -80,7 +80,10 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
         for why, n in found.excluded.items():
             excluded[f"{module}: {why}"] = n
         places = _sample(found.mutants, args, module)
-        chosen += [m for m in (pymutants.mutant(package, module, p) for p in places) if m]
+        made = [pymutants.mutant(package, module, p) for p in places]
+        chosen += [m for m in made if m is not None]
+        if None in made:
+            excluded[f"{module}: not Python (cosmic-ray's '*' marker)"] = made.count(None)
     if args.sql or args.modules is None:
         names = args.queries
         if names and "fenced" in names:

@@ -21,19 +21,11 @@ import tempfile
 import time
 import traceback
 from collections.abc import Sequence
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Final
 
 from hypothesis import Phase
-
-import agent_runtime
-
-from .. import profiles as profiles  # registers dev, ci and nightly
-from .. import scope
-from ..machine import explore
-from ..runners import InProcessRunner
-from ..server import SuiteDatabase
-from ..violations import Violation, Violations
 
 VIOLATION: Final = 3  # exit status of a violation (1: any other failure)
 NO_SHRINK: Final = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
@@ -42,6 +34,8 @@ NO_SHRINK: Final = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the check; anything raised is a kill too, and is told on stdout (the driver
     keeps stdout only)."""
+    spec = find_spec("agent_runtime")  # where it is, before a mutant's import can fail
+    print(f"agent_runtime={Path(spec.origin or '?').parent if spec else None}", flush=True)
     try:
         return _check(argv)
     except Exception as exc:
@@ -58,7 +52,14 @@ def _check(argv: Sequence[str] | None) -> int:
     parser.add_argument("--no-hypothesis", action="store_true", help="the small scope only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
-    print(f"agent_runtime={Path(agent_runtime.__file__).parent}", flush=True)
+    # Imported here, not above: importing the runtime is part of what a mutant may break.
+    from .. import profiles as profiles  # registers dev, ci and nightly
+    from .. import scope
+    from ..machine import explore
+    from ..runners import InProcessRunner
+    from ..server import SuiteDatabase
+    from ..violations import Violation, Violations
+
     began = time.monotonic()
     database = SuiteDatabase.for_command()
     runner = InProcessRunner(database.url, server=database)

@@ -155,12 +155,17 @@ def enumerate_module(package: Path, module: str) -> ModuleMutants:
 
 
 def mutant(package: Path, module: str, place: Place) -> Mutant | None:
-    """The mutant of one place (None if cosmic-ray finds nothing to change there)."""
+    """The mutant of one place (None if cosmic-ray finds nothing to change there, or what it
+    writes is not Python: it reads the ``*`` of ``def f(a, *, b)`` as an operator)."""
     path = f"{module}.py"
     source = (package / path).read_text("utf-8")
     operator: Any = plugins.get_operator(place.operator)()
     mutated = mutate_code(source, operator, place.occurrence)
     if mutated is None or mutated == source:
+        return None
+    try:
+        compile(mutated, path, "exec")
+    except SyntaxError:  # cosmic-ray takes a keyword-only marker "*" for a multiplication
         return None
     diff = unified_diff(source, mutated, path)
     short = place.operator.removeprefix("core/")
