@@ -83,7 +83,7 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
         made = [pymutants.mutant(package, module, p) for p in places]
         chosen += [m for m in made if m is not None]
         if None in made:
-            excluded[f"{module}: not Python (cosmic-ray's '*' marker)"] = made.count(None)
+            excluded[f"{module}: the keyword-only marker '*', not an operator"] = made.count(None)
     if args.sql or args.modules is None:
         names = args.queries
         if names and "fenced" in names:

@@ -154,18 +154,23 @@ def enumerate_module(package: Path, module: str) -> ModuleMutants:
     return ModuleMutants(module, kept, excluded)
 
 
+def _is_marker(source: str, start: Position) -> bool:
+    line, column = start
+    text = source.splitlines()[line - 1]
+    return text[column : column + 1] == "*" and text[column + 1 :].lstrip()[:1] in (",", ")")
+
+
 def mutant(package: Path, module: str, place: Place) -> Mutant | None:
-    """The mutant of one place (None if cosmic-ray finds nothing to change there, or what it
-    writes is not Python: it reads the ``*`` of ``def f(a, *, b)`` as an operator)."""
+    """The mutant of one place (None if cosmic-ray finds nothing to change there, or the
+    place is the ``*`` of ``def f(a, *, b)``, which it reads as a multiplication: ``-`` is
+    not Python, and ``/`` binds every call as before)."""
     path = f"{module}.py"
     source = (package / path).read_text("utf-8")
+    if _is_marker(source, place.start):
+        return None
     operator: Any = plugins.get_operator(place.operator)()
     mutated = mutate_code(source, operator, place.occurrence)
     if mutated is None or mutated == source:
-        return None
-    try:
-        compile(mutated, path, "exec")
-    except SyntaxError:  # cosmic-ray takes a keyword-only marker "*" for a multiplication
         return None
     diff = unified_diff(source, mutated, path)
     short = place.operator.removeprefix("core/")
