@@ -80,10 +80,7 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
         for why, n in found.excluded.items():
             excluded[f"{module}: {why}"] = n
         places = _sample(found.mutants, args, module)
-        made = [pymutants.mutant(package, module, p) for p in places]
-        chosen += [m for m in made if m is not None]
-        if None in made:
-            excluded[f"{module}: the keyword-only marker '*', not an operator"] = made.count(None)
+        chosen += [m for m in (pymutants.mutant(package, module, p) for p in places) if m]
     if args.sql or args.modules is None:
         names = args.queries
         if names and "fenced" in names:

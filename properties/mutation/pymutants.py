@@ -8,12 +8,14 @@ types, decorators, loops run zero times) and writes the mutated module; its test
 takes the whole process group down. Operators that need arguments (variable replacers)
 are not used, as in cosmic-ray's own ``init`` without configuration.
 
-Three kinds of place are left out, each equivalent by construction, and counted in the
+Four kinds of place are left out, each equivalent by construction, and counted in the
 report: annotations (every module has ``from __future__ import annotations``: an
 annotation is a string nobody evaluates, so ``str | None`` -> ``str - None`` changes
 nothing), the arguments of ``log.*(...)`` calls, and the f-string or literal message of
 a ``raise E(...)`` (only the text a person reads changes; ``retries + 1`` in "did not get
-through in N attempt(s)" survived every schedule, as it must).
+through in N attempt(s)" survived every schedule, as it must), and the keyword-only
+marker ``*`` of a parameter list, which cosmic-ray reads as a multiplication (``-`` is
+not Python; ``/`` binds every call as before).
 """
 
 from __future__ import annotations
@@ -147,6 +149,8 @@ def enumerate_module(package: Path, module: str) -> ModuleMutants:
     excluded: dict[str, int] = {}
     for place in places(source):
         why = spans.reason(place.start, place.end)
+        if _is_marker(source, place.start):
+            why = "keyword-only marker '*', not an operator"
         if why is None:
             kept.append(place)
         else:
