@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--operators", nargs="*", help="only mutants of these operators (e.g. flip_comparison)"
     )
+    parser.add_argument("--ids", nargs="*", help="only the mutants of these ids")
     parser.add_argument(
         "--no-baseline",
         action="store_true",
@@ -80,7 +81,10 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
         for why, n in found.excluded.items():
             excluded[f"{module}: {why}"] = n
         places = _sample(found.mutants, args, module)
-        chosen += [m for m in (pymutants.mutant(package, module, p) for p in places) if m]
+        made = [pymutants.mutant(package, module, p) for p in places]
+        chosen += [m for m in made if m is not None]
+        if None in made:  # not Python (or nothing changed): no verdict to give
+            excluded[f"{module}: not Python"] = made.count(None)
     if args.sql or args.modules is None:
         names = args.queries
         if names and "fenced" in names:
@@ -93,6 +97,8 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
             chosen += _sample(ms, args, module)
     if args.operators:
         chosen = [m for m in chosen if m.operator in args.operators]
+    if args.ids:
+        chosen = [m for m in chosen if m.id in args.ids]
     return _interleaved(chosen), excluded
 
 

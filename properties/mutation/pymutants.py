@@ -166,8 +166,8 @@ def _is_marker(source: str, start: Position) -> bool:
 
 def mutant(package: Path, module: str, place: Place) -> Mutant | None:
     """The mutant of one place (None if cosmic-ray finds nothing to change there, or the
-    place is the ``*`` of ``def f(a, *, b)``, which it reads as a multiplication: ``-`` is
-    not Python, and ``/`` binds every call as before)."""
+    mutant is not Python: cosmic-ray reads the ``**`` of ``{**row}`` as a power, and
+    ``{|row}`` is no mutant of anything)."""
     path = f"{module}.py"
     source = (package / path).read_text("utf-8")
     if _is_marker(source, place.start):
@@ -175,6 +175,10 @@ def mutant(package: Path, module: str, place: Place) -> Mutant | None:
     operator: Any = plugins.get_operator(place.operator)()
     mutated = mutate_code(source, operator, place.occurrence)
     if mutated is None or mutated == source:
+        return None
+    try:
+        compile(mutated, path, "exec")
+    except SyntaxError:  # "**row" in a dict display read as a power: "{|row}"
         return None
     diff = unified_diff(source, mutated, path)
     short = place.operator.removeprefix("core/")
