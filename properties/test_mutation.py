@@ -1,0 +1,149 @@
+"""The mutation machinery: the SQL mutator, the annotations, and the killing command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from cosmic_ray import work_item
+from cosmic_ray.testing import run_tests
+
+from .mutation import pymutants, report, sqlmutants
+from .mutation.overlay import Overlay
+from .server import DATADIR_ENV, SuiteDatabase
+
+CHECK = "-m properties.mutation.check"
+SAMPLE = """\
+-- name: sample
+-- a comment with a <= b AND c
+WITH owned AS (
+    SELECT id FROM runs
+    WHERE id = %(run)s AND owner = %(owner)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs r SET x = 1
+FROM owned LEFT JOIN t ON t.id = owned.id
+WHERE r.lease <= cr_now() AND r.y IS NULL
+RETURNING r.id;
+"""
+
+
+def changed(diff: str) -> tuple[str, ...]:
+    return tuple(
+        row for row in diff.splitlines() if row[:1] in "+-" and not row.startswith(("---", "+++"))
+    )
+
+
+def test_the_sql_mutator_makes_exactly_the_expected_mutants_of_a_sample() -> None:
+    made = {(m.operator, changed(m.diff)) for m in sqlmutants.mutants_of_file(SAMPLE, "x.sql")}
+    fence = "    WHERE id = %(run)s AND owner = %(owner)s"
+    lease = "WHERE r.lease <= cr_now() AND r.y IS NULL"
+    join = "FROM owned LEFT JOIN t ON t.id = owned.id"
+    relaxed = "set_config('synchronous_commit', 'off', true) = 'off' AND "
+    assert made == {
+        ("drop_conjunct", ("-" + fence, "+    WHERE id = %(run)s")),
+        ("drop_conjunct", ("-" + fence, "+    WHERE owner = %(owner)s")),
+        ("drop_conjunct", ("-" + lease, "+WHERE r.lease <= cr_now()")),
+        ("drop_conjunct", ("-" + lease, "+WHERE r.y IS NULL")),
+        ("flip_comparison", ("-" + fence, "+    WHERE id <> %(run)s AND owner = %(owner)s")),
+        ("flip_comparison", ("-" + fence, "+    WHERE id = %(run)s AND owner <> %(owner)s")),
+        ("flip_comparison", ("-" + join, "+FROM owned LEFT JOIN t ON t.id <> owned.id")),
+        ("flip_comparison", ("-" + lease, "+WHERE r.lease > cr_now() AND r.y IS NULL")),
+        ("flip_comparison", ("-" + lease, "+WHERE r.lease <= cr_now() AND r.y IS NOT NULL")),
+        ("left_join", ("-" + join, "+FROM owned JOIN t ON t.id = owned.id")),
+        ("drop_lock", ("-    FOR UPDATE SKIP LOCKED",)),
+        ("drop_lock", ("-    FOR UPDATE SKIP LOCKED", "+    FOR UPDATE")),
+        ("relax_commit", ("-" + fence, "+    WHERE " + relaxed + fence.removeprefix("    WHERE "))),
+    }  # the comment's "<=" and "AND", and the SET's "=", are left alone
+
+
+def test_a_relaxed_setting_is_mutated_to_off_and_to_the_session() -> None:
+    text = (
+        "-- name: w\nWITH relaxed AS (SELECT set_config('synchronous_commit', %(commit)s, true))\n"
+        "UPDATE t SET a = 1 WHERE id = %(run)s;\n"
+    )
+    made = {
+        changed(m.diff)[1]
+        for m in sqlmutants.mutants_of_file(text, "x.sql")
+        if m.operator == "relax_commit"
+    }
+    assert made == {
+        "+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))",
+        "+WITH relaxed AS (SELECT set_config('synchronous_commit', %(commit)s, false))",
+    }
+
+
+def test_the_fenced_writes_of_the_runtime_are_the_statements_under_owner_and_generation() -> None:
+    text = (Path(pymutants.__file__).parents[2] / "src/agent_runtime/sql/queries.sql").read_text()
+    fenced = sqlmutants.fenced_writes(text)
+    assert {"record_decision", "record_intent", "record_confirm", "finish_run"} <= set(fenced)
+    assert "claim_expired" not in fenced and "load_history" not in fenced
+
+
+def test_python_mutants_leave_annotations_alone_and_are_stable() -> None:
+    overlay = Overlay()
+    try:
+        found = pymutants.enumerate_module(overlay.package, "claiming")
+        assert found.excluded.get("annotation", 0) > 0
+        first = pymutants.mutant(overlay.package, "claiming", found.mutants[0])
+        again = pymutants.mutant(overlay.package, "claiming", found.mutants[0])
+        assert first is not None and again is not None and first.id == again.id
+        assert first.mutated != (overlay.package / "claiming.py").read_text()
+    finally:
+        overlay.close()
+
+
+def test_an_equivalent_mutant_annotation_round_trips(tmp_path: Path) -> None:
+    def survivor(ident: str) -> report.Result:
+        return report.Result(
+            id=ident, module="acting", where="f", operator="AddNot", line=3,
+            status="survived", seconds=1.0, detail="survived", diff="-a\n+b",
+        )  # fmt: skip
+
+    annotations = tmp_path / "equivalent.toml"
+    annotations.write_text(report.annotation('acting:f:AddNot:"x"', "a why\nwith a newline"))
+    results = {r.id: r for r in (survivor('acting:f:AddNot:"x"'), survivor("acting:f:y"))}
+    out = tmp_path / "report.md"
+    report.write(results, report.load_annotations(annotations), out, context={})
+    data = json.loads(out.with_suffix(".json").read_text())
+    verdicts = {s["id"]: s["verdict"] for s in data["survivors"]}
+    assert verdicts == {
+        'acting:f:AddNot:"x"': "equivalent: a why\nwith a newline",
+        "acting:f:y": "open",
+    }
+    assert data["modules"]["acting"]["equivalent"] == 1
+    assert "**open**" in out.read_text()
+
+
+def test_the_checked_in_annotations_load() -> None:
+    assert all(why.strip() for why in report.load_annotations().values())
+
+
+def test_a_sweep_that_ignores_leases_is_killed_by_the_command(
+    suite_database: SuiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutator's own make of the claim_ignores_lease variant: the sweep's lease
+    predicate dropped. (Dropping the owner alone from a fenced write is not killed: the
+    generation fences by itself; see ARCHITECTURE.md, mutation testing.)"""
+    overlay = Overlay()
+    try:
+        text = (overlay.package / "sql" / "queries.sql").read_text()
+        careless = [
+            m
+            for m in sqlmutants.mutants_of_file(text, "sql/queries.sql", names=["claim_expired"])
+            if m.operator == "drop_conjunct"
+            and changed(m.diff)
+            == ("-      AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())",)
+        ]
+        assert len(careless) == 1
+        monkeypatch.setenv("PYTHONPATH", overlay.environ()["PYTHONPATH"])
+        monkeypatch.setenv(DATADIR_ENV, str(suite_database.cluster.datadir))
+        with overlay.applied(careless[0]):
+            outcome, output = run_tests(f"{sys.executable} {CHECK} --no-hypothesis", 300)
+        assert f"agent_runtime={overlay.package}" in output
+        assert outcome == work_item.TestOutcome.KILLED, output
+        assert "killed: " in output and "schedule: " in output
+    finally:
+        overlay.close()
