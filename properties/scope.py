@@ -53,7 +53,7 @@ from .minimise import first_failure
 from .runner import SETTINGS, ScheduleRunner
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
-STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs", "held_retried", "held_given_up")
+STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs", "held_killed", "held_retried")
 # an operator decides a parked once call while the parked worker's zombie waits at its gate
 RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "after_intent",
                           "resolve_fail": "after_intent"}  # fmt: skip
@@ -142,19 +142,23 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
             Event(op="cloud_fault", fault="fail_before", n=1),
             Event(op="step", run=0),
         )
-    if how in ("held_retried", "held_given_up"):
+    if how in ("held_retried", "held_killed"):
         # The step's request is held at its remote (its sender sees a 504): the worker's
-        # own retry (held_retried), or every attempt held and a restart (held_given_up);
-        # then the held request lands, and a sweep settles the call by its contract.
-        held = 1 if how == "held_retried" else OUTAGE
+        # own retry goes on (held_retried), or the worker is killed at its next gate and
+        # a restart comes at once (held_killed: the kill-while-in-flight story); then the
+        # held request lands, and a sweep settles the call by its contract.
         events = [
             start,
             Event(op="pause", run=0, point="after_intent", seq=seq),
-            Event(op="cloud_fault", fault="hold_next", n=held),
-            Event(op="step", run=0),
+            Event(op="cloud_fault", fault="hold_next", n=1),
         ]
-        if how == "held_given_up":
-            events.append(Event(op="restart", run=0))
+        if how == "held_killed":
+            events += [
+                Event(op="crash", run=0, point="after_call", seq=seq, kill=True),
+                Event(op="restart", run=0),
+            ]
+        else:
+            events.append(Event(op="step", run=0))
         return (*events, Event(op="land"), Event(op="sweep"))
     if how == "two_runs":  # two runs of a kind at the same step, one restarted
         return (
