@@ -36,6 +36,7 @@ from .driving import FENCED, WorkerRec
 from .events import Event
 from .observe import CallRow, DecisionRow, Snapshot
 from .pilots import Exit, Gate
+from .remotes import Answer
 from .violations import Violation
 
 # Whether the runtime fences a cancelled worker's keyed requests at the remote (DESIGN.md
@@ -199,7 +200,8 @@ class Operators(Disruptions):
                 said.append(f"the model was asked ({now.model_calls[run]} calls)")
             if self.remote_fence:
                 for a in now.answers:
-                    late = a.seq > fence.answered.get(a.remote, 0)
+                    sent = self._sent_at(now, a)  # a landing: when its request arrived
+                    late = sent > fence.answered.get(a.remote, 0)
                     if a.run == run and late and a.answer in ACCEPTED:
                         said.append(
                             f"the {a.remote} accepted {a.key} from generation {a.generation} "
@@ -217,6 +219,19 @@ class Operators(Disruptions):
                     )
                 )
         return found
+
+    def _sent_at(self, now: Snapshot, a: Answer) -> int:
+        """Where in its remote's log the request ``a`` answers arrived: its own place, or,
+        for a held request that landed, the place of the ``held`` answer its sender got."""
+        if (a.remote, a.seq) not in self.landed:
+            return a.seq
+        arrivals = [
+            h.seq
+            for h in now.answers
+            if h.remote == a.remote and h.key == a.key and h.generation == a.generation
+            and h.answer == "held" and h.seq < a.seq
+        ]  # fmt: skip
+        return max(arrivals, default=a.seq)
 
     def _confirms(self, now: Snapshot) -> list[Violation]:
         found: list[Violation] = []
