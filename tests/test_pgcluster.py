@@ -139,7 +139,8 @@ def test_an_empty_directory_becomes_a_running_cluster_run_by_an_unprivileged_use
     assert not cluster.datadir.exists()
     url = cluster.ensure_running()
 
-    assert url == f"postgresql://postgres@127.0.0.1:{cluster.port}/crashresume"
+    passfile = f"{cluster.datadir}.pgpass"
+    assert url == f"postgresql://postgres@127.0.0.1:{cluster.port}/crashresume?passfile={passfile}"
     assert url == cluster.url
     assert cluster.is_running()
     assert _one(url, "SELECT current_database()") == "crashresume"
@@ -284,7 +285,8 @@ def test_a_taken_port_is_replaced_and_the_new_one_persisted(cluster: LocalCluste
         cluster.stop()
     new = cluster.port
     assert new not in (None, old)
-    assert cluster.ensure_running() == url == f"postgresql://postgres@127.0.0.1:{new}/crashresume"
+    assert cluster.ensure_running() == url == cluster.url
+    assert url.startswith(f"postgresql://postgres@127.0.0.1:{new}/crashresume?passfile=")
 
 
 def test_stop_rejects_an_unknown_mode(cluster: LocalCluster) -> None:

@@ -88,7 +88,7 @@ def run_initdb(
         str(bindir / "initdb"),
         f"--pgdata={datadir}",
         f"--username={superuser}",
-        "--auth=trust",
+        "--auth=reject",  # nobody until pgauth sets the password and writes pg_hba.conf
         "--encoding=UTF8",
         "--no-locale",
     ]

@@ -11,3 +11,12 @@ SELECT 1 FROM pg_database WHERE datname = 'crashresume';
 -- name: cluster_create_database
 -- The database every URL of a local cluster names (agent_runtime.pgcluster.DB_NAME).
 CREATE DATABASE crashresume;
+
+-- name: cluster_set_password
+-- The superuser's password, as the SCRAM verifier agent_runtime.pgauth computed (a literal:
+-- ALTER ROLE takes no parameters); the password itself never reaches the server.
+ALTER ROLE postgres PASSWORD {verifier};
+
+-- name: cluster_reload_conf
+-- Reread pg_hba.conf after agent_runtime.pgauth rewrote it (new logins follow it).
+SELECT pg_reload_conf();
