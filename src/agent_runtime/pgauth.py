@@ -109,12 +109,21 @@ def needs_securing(datadir: Path, passfile: Path) -> bool:
 
 
 def password(passfile: Path) -> str:
-    """The password in ``passfile``, made and saved (mode 0600) if the file does not exist."""
+    """The password in ``passfile``; ``ClusterError`` if it is not ours alone."""
+    return _read_password(passfile)
+
+
+def _password_to_set(passfile: Path) -> tuple[str, bool]:
+    """The password in ``passfile``, else a new one (and True: save it once the server has
+    it, so that the file never names a password the server does not know)."""
     try:
-        return _read_password(passfile)
+        return _read_password(passfile), False
     except FileNotFoundError:
-        pass
-    secret = secrets.token_urlsafe(PASSWORD_BYTES)
+        return secrets.token_urlsafe(PASSWORD_BYTES), True
+
+
+def _save_password(passfile: Path, secret: str) -> None:
+    """Write ``passfile`` (mode 0600 from the start, replaced atomically)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{passfile.name}.", dir=passfile.parent)  # 0600
     try:
         with os.fdopen(fd, "w") as out:
@@ -124,11 +133,18 @@ def password(passfile: Path) -> str:
         Path(tmp).unlink(missing_ok=True)
         raise ClusterError(f"Cannot write the cluster's password file {passfile} ({exc}).") from exc
     log.info("pg-password-created passfile=%s", passfile)
-    return secret
 
 
 def _read_password(passfile: Path) -> str:
-    fd = os.open(passfile, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(passfile, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ClusterError(
+            f"Cannot read the password file {passfile} ({exc}); it must be a regular file "
+            f"owned by uid {os.geteuid()} with mode 0600."
+        ) from exc
     with os.fdopen(fd) as src:
         st = os.fstat(src.fileno())
         if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
@@ -180,7 +196,8 @@ def write_hba(datadir: Path, account: ServerAccount) -> None:
 def secure_stopped(bindir: Path, datadir: Path, account: ServerAccount, passfile: Path) -> None:
     """Set the password in single-user mode and write ``pg_hba.conf``; no server may run."""
     began = time.monotonic()
-    statement = _set_password_sql(password(passfile)).as_string(None)
+    secret, new = _password_to_set(passfile)
+    statement = _set_password_sql(secret).as_string(None)
     try:
         done = subprocess.run(
             [str(bindir / "postgres"), "--single", "-D", str(datadir), SUPERUSER],
@@ -200,6 +217,8 @@ def secure_stopped(bindir: Path, datadir: Path, account: ServerAccount, passfile
             f"Setting the password of {datadir} in single-user mode failed (exit "
             f"{done.returncode}): {output.strip()[-2000:]}"
         )
+    if new:
+        _save_password(passfile, secret)
     write_hba(datadir, account)
     log.info(
         "pg-secured datadir=%s how=single-user elapsed_ms=%.0f",
@@ -212,12 +231,14 @@ def secure_running(port: int, datadir: Path, account: ServerAccount, passfile: P
     """Set the password over a connection, write ``pg_hba.conf`` and reload it; wait until a
     login without the password is refused. ``ClusterError`` if we cannot log in."""
     began = time.monotonic()
-    secret = password(passfile)
+    secret, new = _password_to_set(passfile)
     try:
         with psycopg.connect(
             conninfo(port, passfile), autocommit=True, connect_timeout=CONNECT_TIMEOUT
         ) as conn:
             conn.execute(_set_password_sql(secret))
+            if new:
+                _save_password(passfile, secret)
             write_hba(datadir, account)
             conn.execute(query("cluster_reload_conf"))
     except psycopg.Error as exc:

@@ -135,6 +135,8 @@ class LocalCluster(ServerControl):
         began = time.monotonic()
         self._check_location()
         with self._locked():
+            if self.passfile.exists():
+                pgauth.password(self.passfile)  # ours alone, or a ClusterError saying so
             running = self.postmaster_pid() is not None
             if running and pgauth.needs_securing(self.datadir, self.passfile):
                 self._secure_running()  # made by an older version, and open: close it first
