@@ -254,3 +254,13 @@ def test_the_scram_verifier_is_the_one_libpq_computes(cluster: LocalCluster) -> 
         reference = conn.pgconn.encrypt_password(b"pencil", b"postgres", b"scram-sha-256")
     salt = base64.b64decode(reference.decode().split("$")[1].split(":")[1])
     assert pgauth.scram_verifier("pencil", salt) == reference.decode()
+
+
+def test_a_pgpassword_for_another_server_does_not_stop_the_cluster_starting(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGPASSWORD", "meant-for-another-server")
+    url = cluster.ensure_running()
+    cluster.stop()
+    assert cluster.ensure_running() == url
+    assert cluster.is_running()

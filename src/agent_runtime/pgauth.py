@@ -88,12 +88,14 @@ def url(port: int, passfile: Path) -> str:
 
 
 def conninfo(port: int, passfile: Path, *, dbname: str = "postgres") -> str:
-    """A conninfo string for the cluster's own maintenance connections."""
+    """A conninfo string for the cluster's own maintenance connections. The empty password
+    makes libpq read ``passfile`` even where ``$PGPASSWORD`` is set (for another server)."""
     return make_conninfo(
         host=HOST,
         port=port,
         user=SUPERUSER,
         dbname=dbname,
+        password="",
         passfile=str(passfile),
         sslmode="disable",
     )
@@ -258,9 +260,7 @@ def secure_running(port: int, datadir: Path, account: ServerAccount, passfile: P
 
 def _wait_refused(port: int, datadir: Path) -> None:
     """Until a login without any password fails (the reload is asynchronous)."""
-    nopass = make_conninfo(  # no password: none given, and a password file that is not there
-        conninfo(port, datadir / ".no-password-file"), password=""
-    )
+    nopass = conninfo(port, datadir / ".no-password-file")  # no password: a missing file
     deadline = time.monotonic() + RELOAD_TIMEOUT
     while True:
         try:
