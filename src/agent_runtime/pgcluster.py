@@ -41,7 +41,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agent_runtime import pgauth, pgconf
-from agent_runtime.pgauth import DB_NAME, SUPERUSER
+from agent_runtime.pgauth import DB_NAME as DB_NAME  # re-exported, as before pgauth
+from agent_runtime.pgauth import SUPERUSER
 from agent_runtime.pgbinaries import (
     BIN_CACHE,
     BINDIR_ENV,
@@ -64,7 +65,6 @@ log = logging.getLogger(__name__)
 THROWAWAY_PREFIX = "crashresume-pg-"
 INITDB_TIMEOUT = 300.0  # seconds
 LOCK_TIMEOUT = START_TIMEOUT + INITDB_TIMEOUT  # seconds waiting for another process's start
-_REEXPORTED = (DB_NAME, SUPERUSER)  # importable from here, as before pgauth existed
 
 
 class LocalCluster(ServerControl):
