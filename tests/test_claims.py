@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from agent_runtime import clock, db
 from agent_runtime.config import Settings
@@ -172,7 +173,7 @@ def older_database(conn: Any, database_url: str) -> Iterator[str]:
     """A database whose schema predates run_claims.reason, with one live takeover in it."""
     name = f"cr_older_{uuid.uuid4().hex[:8]}"
     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = database_url.rsplit("/", 1)[0] + "/" + name
+    url = make_conninfo(database_url, dbname=name)
     try:
         with db.connection(url) as old:
             db.apply_schema(old)

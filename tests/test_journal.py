@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from agent_runtime import clock, db
 from agent_runtime.errors import DatabaseError, LeaseLost
@@ -43,7 +44,7 @@ def test_an_empty_database_is_reported_as_having_no_schema(conn: Any, database_u
     conn.execute("DROP DATABASE IF EXISTS cr_empty")
     conn.execute("CREATE DATABASE cr_empty")
     try:
-        empty_url = database_url.rsplit("/", 1)[0] + "/cr_empty"
+        empty_url = make_conninfo(database_url, dbname="cr_empty")
         with (
             db.connection(empty_url) as empty,
             pytest.raises(DatabaseError, match="no crashresume schema"),

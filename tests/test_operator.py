@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from agent_runtime import clock, db
 from agent_runtime.config import Settings
@@ -397,7 +398,7 @@ def empty_database(conn: Any, database_url: str) -> Iterator[str]:
     name = f"cr_op_empty_{uuid.uuid4().hex[:8]}"
     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
-        yield database_url.rsplit("/", 1)[0] + "/" + name
+        yield make_conninfo(database_url, dbname=name)
     finally:
         conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
 
