@@ -48,10 +48,14 @@ def normalised(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def given_up(now: Snapshot, run: str, seq: int) -> bool:
-    """Whether an operator failed the call (``resolve --fail``): the model then decides anew,
-    so the step is not the crash-free run's."""
+    """Whether an operator failed the call (``resolve --fail``), or the runtime refused it
+    (a spoiled answer: an unknown tool, invalid arguments; never sent): the model then
+    decides anew, so the step is not the crash-free run's."""
     call = now.calls.get(run, {}).get(seq)
-    return call is not None and (call.state, call.remote_status) == ("failed", "operator")
+    return call is not None and (call.state, call.remote_status) in SET_ASIDE
+
+
+SET_ASIDE: Final = frozenset({("failed", "operator"), ("failed", "rejected")})
 
 
 def baseline_of(now: Snapshot, run: str) -> Baseline:

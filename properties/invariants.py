@@ -215,10 +215,12 @@ _REFERS: Final = {
 def _references(
     run: str, decisions: dict[int, DecisionRow], calls: dict[int, CallRow]
 ) -> list[Violation]:
-    """A decision may only refer to results the run confirmed before it."""
+    """A decision may only refer to results the run confirmed before it. A call the runtime
+    refused (never sent; a spoiled answer's arguments) is not judged: it acted on nothing."""
     found: list[Violation] = []
     for seq, d in sorted(decisions.items()):
-        for field_, source, wanted, how in _REFERS.get(d.tool, []):
+        refused = seq in calls and calls[seq].remote_status == "rejected"
+        for field_, source, wanted, how in [] if refused else _REFERS.get(d.tool, []):
             results = [
                 calls[s].result or {}
                 for s, prior in sorted(decisions.items())

@@ -73,6 +73,7 @@ SETTINGS: Final = Settings(
     run_backoff=1.0,  # a run released on a resumable error waits 1, 2, 4, 8, 8... seconds
     run_backoff_cap=8.0,
     max_attempts=1_000_000,  # the sweep never gives up on a run: teardown must finish it
+    max_bad_answers=1_000_000,  # nor does a worker, however many calls the faults spoil
 )
 
 

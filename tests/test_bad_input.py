@@ -65,27 +65,26 @@ def test_a_malformed_model_answer_stops_the_run_with_nothing_journaled(
     _finishes_cleanly_afterwards(agent, mock_servers, "t-malformed")
 
 
-def test_an_unknown_tool_is_refused_and_not_journaled(
-    agent: Agent, conn: Any, mock_servers: Any
+@pytest.mark.parametrize(
+    ("fault", "error"), [("unknown_tool", "UnknownTool"), ("invalid_args", "InvalidArguments")]
+)
+def test_a_refused_call_is_journaled_shown_to_the_model_and_the_run_goes_on(
+    agent: Agent, conn: Any, mock_servers: Any, fault: str, error: str
 ) -> None:
-    mock_servers.set_model_faults(unknown_tool=1)
-    result = agent.run("t-unknown-tool")
-    assert result.code == EXIT_RETRY_LATER, result.out
-    assert "UnknownTool" in result.out and "does not exist" in result.out
-    assert journal_rows(conn, "t-unknown-tool")["decisions"] == []
-    _finishes_cleanly_afterwards(agent, mock_servers, "t-unknown-tool")
-
-
-def test_invalid_tool_arguments_are_refused_and_not_journaled(
-    agent: Agent, conn: Any, mock_servers: Any
-) -> None:
-    mock_servers.set_model_faults(invalid_args=1)
-    result = agent.run("t-invalid-args")
-    assert result.code == EXIT_RETRY_LATER, result.out
-    assert "InvalidArguments" in result.out
-    assert journal_rows(conn, "t-invalid-args")["decisions"] == []
-    assert mock_servers.resources("t-invalid-args")["total"] == 0
-    _finishes_cleanly_afterwards(agent, mock_servers, "t-invalid-args")
+    mock_servers.set_model_faults(**{fault: 1})
+    result = agent.run("t-refused")
+    assert result.code == 0, result.out
+    (line,) = result.lines("rejected")
+    assert line.startswith("WARNING rejected run=t-refused seq=0 tool=") and "llm_calls=1" in line
+    rows = journal_rows(conn, "t-refused")
+    assert [d["llm_call"] for d in rows["decisions"]] == [1, 2, 3, 4, 5]  # every paid answer
+    refused = rows["calls"][0]
+    assert (refused["state"], refused["remote_status"]) == ("failed", "rejected")
+    assert refused["result"]["error"] == error
+    assert mock_servers.calls("t-refused") == 5  # the bad answer bought once, never again
+    assert mock_servers.resources("t-refused")["total"] == 3
+    again = agent.run("t-refused")  # a replay finds nothing to ask
+    assert again.code == 0 and mock_servers.calls("t-refused") == 5, again.out
 
 
 def test_a_cloud_500_before_acting_is_retried_under_the_same_key(

@@ -2,9 +2,11 @@
 
 A worker with a real journal asks a model that answers badly (a canned HTTP answer from an
 ``httpx.MockTransport``, or the mock model's own latency knob for a timeout), then a
-healthy one. The bad answer must stop the run with an error that says what was wrong,
+healthy one. A bad answer must stop the run with an error that says what was wrong,
 journal nothing (no answer, no decision, no call), leave the run resumable, and the next
-worker must finish it as if nothing had happened.
+worker must finish it as if nothing had happened. An answer whose call the runtime refuses
+(an unknown tool, invalid arguments) is journaled instead, and the refusal shown to the
+model as that call's result, up to ``max_bad_answers`` times.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from agent_runtime.errors import (
     MalformedAnswer,
     ModelError,
     ModelUnavailable,
+    TooManyBadAnswers,
     UnknownTool,
     WrongEndpoint,
 )
@@ -95,36 +98,10 @@ BAD_ANSWERS: dict[str, tuple[Handler, type[Exception], str]] = {
         MalformedAnswer,
         "tool call 0 of the model's answer names no function",
     ),
-    "unknown tool": (
-        answer(200, calling(("drop_database", "{}"))),
-        UnknownTool,
-        "'drop_database', which does not exist; known tools: create_database, "
-        "create_dns_record, create_server",
-    ),
-    "arguments not JSON": (
-        answer(200, calling(("create_server", SERVER[:-1]))),
-        MalformedAnswer,
-        "arguments of the model's call to create_server are not JSON",
-    ),
     "arguments an object, not a JSON text": (
         answer(200, calling(("create_server", json.loads(SERVER)))),
         MalformedAnswer,
         "must be a JSON text (a string), got dict",
-    ),
-    "arguments against the schema": (
-        answer(200, calling(("create_server", SERVER.replace("small", "huge")))),
-        InvalidArguments,
-        "create_server: size",
-    ),
-    "arguments missing a field": (
-        answer(200, calling(("create_server", '{"name": "web", "size": "small"}'))),
-        InvalidArguments,
-        "region",
-    ),
-    "a good call paired with an unknown one": (
-        answer(200, calling(("create_server", SERVER), ("delete_everything", "{}"))),
-        UnknownTool,
-        "'delete_everything'",
     ),
     "a body whose encoding lies": (
         answer(200, content=b"not gzip at all", **{"content-encoding": "gzip"}),
@@ -154,6 +131,44 @@ BAD_ANSWERS: dict[str, tuple[Handler, type[Exception], str]] = {
         answer(400, {"error": {"message": "context too long", "code": "context_length_exceeded"}}),
         ModelError,
         "HTTP 400 context_length_exceeded: context too long",
+    ),
+}
+
+
+# Answers the runtime journals and shows back to the model: (what the model answers, the
+# error the model is shown as the refused call's result, words it must say, the refused
+# call's index in the answer)
+FED_BACK: dict[str, tuple[Handler, type[Exception], str, int]] = {
+    "unknown tool": (
+        answer(200, calling(("drop_database", "{}"))),
+        UnknownTool,
+        "'drop_database', which does not exist; known tools: create_database, "
+        "create_dns_record, create_server",
+        0,
+    ),
+    "arguments not JSON": (
+        answer(200, calling(("create_server", SERVER[:-1]))),
+        InvalidArguments,
+        "arguments of the model's call to create_server are not JSON",
+        0,
+    ),
+    "arguments against the schema": (
+        answer(200, calling(("create_server", SERVER.replace("small", "huge")))),
+        InvalidArguments,
+        "create_server: size",
+        0,
+    ),
+    "arguments missing a field": (
+        answer(200, calling(("create_server", '{"name": "web", "size": "small"}'))),
+        InvalidArguments,
+        "region",
+        0,
+    ),
+    "a good call paired with an unknown one": (
+        answer(200, calling(("create_server", SERVER), ("delete_everything", "{}"))),
+        UnknownTool,
+        "'delete_everything'",
+        1,
     ),
 }
 
@@ -319,3 +334,51 @@ def test_a_compressed_answer_is_read_like_any_other(conn: db.Connection, cloud: 
         assert w.run(RUN, agent=PARALLEL).llm_calls == 3
     finally:
         w.close_clients()
+
+
+@pytest.mark.parametrize("case", list(FED_BACK))
+def test_a_refused_call_is_journaled_with_its_answer_and_its_error_shown_to_the_model(
+    case: str, conn: db.Connection, cloud: Cloud
+) -> None:
+    handler, error, words, index = FED_BACK[case]
+    model = Model()
+    wire = Recording(Faulty(handler, model_transport(model), times=1))
+    w = worker(conn, cloud, wire)
+    try:
+        outcome = w.run(RUN, agent=PARALLEL)
+    finally:
+        w.close_clients()
+    assert outcome.status == "done" and outcome.llm_calls == model.calls(RUN) + 1  # all paid
+    assert cloud.counts(RUN) == {"servers": 1, "databases": 1, "dns_records": 1}
+    refused = conn.execute(
+        "SELECT d.seq, d.llm_call, t.state, t.remote_status, t.result, t.sends"
+        " FROM decisions d JOIN tool_calls t USING (run_id, seq)"
+        " WHERE d.run_id = %s AND t.remote_status = 'rejected'",
+        (RUN,),
+    ).fetchall()
+    assert len(refused) == 1 and refused[0]["seq"] == index and refused[0]["llm_call"] == 1
+    assert (refused[0]["state"], refused[0]["sends"]) == ("failed", 0)
+    shown = refused[0]["result"]
+    assert shown["error"] == error.__name__ and words in shown["message"]
+    # the next question answers the refused call by its id, with that error, once
+    second = wire.exchanges[1].json()["messages"]
+    answers = [m for m in second if m["role"] == "tool" and m["tool_call_id"] == f"call_{index}"]
+    assert len(answers) == 1 and json.loads(answers[0]["content"]) == shown
+
+
+def test_a_model_that_keeps_naming_an_unknown_tool_fails_the_run_after_the_limit(
+    conn: db.Connection, cloud: Cloud
+) -> None:
+    model = Model()
+    faulty = Faulty(answer(200, calling(("drop_database", "{}"))), model_transport(model), 99)
+    w = worker(conn, cloud, faulty, max_bad_answers=2)
+    with pytest.raises(TooManyBadAnswers, match="gave 3 answers naming an unknown tool") as info:
+        w.run(RUN, agent=PARALLEL)
+    w.close_clients()
+    assert "(MAX_BAD_ANSWERS); the last: the model chose tool 'drop_database'" in str(info.value)
+    assert faulty.served == 3  # two shown back, the third fails the run: none asked again
+    run = conn.execute("SELECT status, llm_calls, failure FROM runs WHERE id = %s", (RUN,))
+    row = run.fetchone()
+    assert row is not None and (row["status"], row["llm_calls"]) == ("failed", 3)
+    assert row["failure"].startswith("TooManyBadAnswers: ")
+    assert journaled(conn) == {"model_answers": 3, "decisions": 3, "tool_calls": 3}

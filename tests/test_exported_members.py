@@ -43,6 +43,7 @@ INTENDED = [
     "Settings",
     "StaleGeneration",
     "Supervisor",
+    "TooManyBadAnswers",
     "Tool",
     "ToolCall",
     "UnexpectedError",

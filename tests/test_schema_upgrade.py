@@ -80,3 +80,30 @@ def test_a_schema_6_database_gets_schema_7s_indexes_on_runs(conn: Any) -> None:
         "runs_claim_order",
         "runs_pkey",
     ]
+
+
+def test_a_schema_8_database_learns_the_rejected_status_of_a_refused_call(conn: Any) -> None:
+    journal = Journal(conn)
+    journal.create_run("from-8")
+    conn.execute("ALTER TABLE tool_calls DROP CONSTRAINT tool_calls_remote_status_check")
+    conn.execute(  # schema 8's list
+        "ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_remote_status_check CHECK"
+        " (remote_status IN ('created', 'already_done', 'found', 'read', 'operator', 'failed'))"
+    )
+    conn.execute("COMMENT ON TABLE runs IS 'crashresume schema 8'")
+    assert not db.has_schema(conn)
+
+    db.ensure_schema(conn)
+
+    assert db.has_schema(conn)
+    lease = journal.claim("from-8", "w", 60.0)
+    assert lease is not None
+    error = {"error": "UnknownTool", "message": "no such tool"}
+    journal.record_answer(lease, 0, [("weigh", {}, "c0")], message={}, rejected={0: error})
+    call = journal.history("from-8").calls[0]
+    assert (call.state, call.remote_status, call.result, call.sends) == (
+        "failed",
+        "rejected",
+        error,
+        0,
+    )

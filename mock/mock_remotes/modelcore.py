@@ -108,8 +108,13 @@ class Model:
         *,
         wait: Callable[[float], None] = time.sleep,
     ) -> Answer:
-        """Count the call, then name the next tool (possibly spoiled by a fault knob)."""
-        move = PROVISIONER.next(Context(history=history))
+        """Count the call, then name the next tool (possibly spoiled by a fault knob).
+
+        A step whose result holds an ``"error"`` (a failed call, or one the runtime refused)
+        is not done: the plan asks for it again."""
+        done = [step for step in history if "error" not in step.result]
+        failed = [step for step in history if "error" in step.result]
+        move = PROVISIONER.next(Context(history=done, failed=failed))
         counted = self._count(run_id, wait)
         turn = move.render(counted.n)
         call = turn.calls[0] if turn.calls else ToolCall(name="done", args={})

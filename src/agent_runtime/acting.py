@@ -32,6 +32,10 @@ than one it has served, but after an operator's cancel no newer generation ever 
 it, so only this read keeps a cancelled worker's send or retry from going out. A ``read``
 has no effect to guard.
 
+A result the journal cannot hold (:mod:`agent_runtime.journalable`: NaN, an infinity,
+U+0000, a value that is not JSON) is refused at this edge: the call is confirmed ``failed``
+with an ``UnjournalableResult`` error the model sees, and the run goes on.
+
 An attempt that raises one of the tool's ``retry_on`` exceptions may or may not have acted:
 it is tried again by the same contract (a checked tool checks first; a ``once`` tool parks
 the run at once), up to the tool's ``retries``; then the run stops resumably with the intent
@@ -58,6 +62,7 @@ from .errors import (
     UnusableDecision,
 )
 from .journal import Journal
+from .journalable import problem
 from .records import Decision, Lease, ToolCall
 from .tooldef import Call, Result, Tool
 
@@ -72,6 +77,22 @@ def shown(value: Any) -> str:
         return str(value["id"])
     text = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _journalable(
+    lease: Lease, tool: Tool, seq: int, state: str, result: Result
+) -> tuple[str, Result]:
+    """``result``, or a failure the model sees when the journal cannot hold what the tool
+    answered (NaN, an infinity, U+0000, a value that is not JSON: journalable.py)."""
+    found = problem(result.value, where="result")
+    if found is None:
+        return state, result
+    message = (
+        f"tool {tool.name} answered a value the journal cannot hold ({found}); the call may "
+        "have acted"
+    )
+    log.warning("tool-failed run=%s seq=%d tool=%s error=%r", lease.run_id, seq, tool.name, message)
+    return FAILED, Result({"error": "UnjournalableResult", "message": message}, status=FAILED)
 
 
 class Actor:
@@ -157,6 +178,7 @@ class Actor:
             tool_call_id=decision.call_id,
         )
         state, result = self._attempts(lease, tool, context, args, call, checking=not first)
+        state, result = _journalable(lease, tool, seq, state, result)
         self.crash.reached("after_call", seq)
         confirmed = self.journal.record_confirm(
             lease, call, result.value, result.status, state=state

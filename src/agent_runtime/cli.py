@@ -4,7 +4,8 @@ Exit codes: 0 done, 1 injected crash, 2 bad usage or configuration (a refused ru
 id; a remote answering 404/405, which leaves the run resumable), 3 the run failed
 (until an operator's ``retry``), 4 stopped but resumable, or backing off (retry
 later), 5 another worker owns the run, 6 the run needs attention (a call in doubt that
-only an operator can resolve), 70 an unexpected error (a bug: the traceback
+only an operator can resolve), 7 the run is done but never reached ``CRASH_AT``/``CRASH_SEQ``
+(a warning line says so), 70 an unexpected error (a bug: the traceback
 is on the ERROR line). Environment variables are read here and nowhere else.
 """
 
@@ -23,7 +24,13 @@ from . import config, db, logfmt
 from ._version import version
 from .agent import DEFAULT_AGENT, Agent, load_agent
 from .dbsource import database_url
-from .errors import EXIT_SOFTWARE, EXIT_USAGE, AgentRuntimeError, ConfigError
+from .errors import (
+    EXIT_CRASH_NOT_REACHED,
+    EXIT_SOFTWARE,
+    EXIT_USAGE,
+    AgentRuntimeError,
+    ConfigError,
+)
 from .records import Lease
 from .runid import check_run_id
 from .worker import Worker
@@ -66,9 +73,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         lease = None
         if args.owner is not None and args.generation is not None:
             lease = Lease(run_id=run_id, owner=args.owner, generation=args.generation)
-        worker.run(run_id, agent=agents[0], input=args.input, lease=lease, create=lease is None)
+        outcome = worker.run(
+            run_id, agent=agents[0], input=args.input, lease=lease, create=lease is None
+        )
     finally:
         worker.close()
+    crash = settings.crash
+    if crash.point is not None:  # it would have ended the process: this run never got there
+        log.warning(
+            "crash-not-reached run=%s point=%s seq=%s steps=%d",
+            run_id, crash.point, "any" if crash.seq is None else crash.seq, outcome.steps,
+        )  # fmt: skip
+        return EXIT_CRASH_NOT_REACHED
     return 0
 
 
@@ -123,6 +139,8 @@ ENVIRONMENT = (
     "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
     "IN_FLIGHT_MARGIN (seconds a request may still act at its remote after TOOL_TIMEOUT: a "
     "checked call is checked only after both)",
+    "MAX_BAD_ANSWERS (answers naming an unknown tool or invalid arguments shown back to "
+    "the model before the next one fails the run; default 3)",
     "STUCK_AFTER (seconds a supervised run may make no progress before its worker is "
     "killed; 0: never)",
     "RUN_BACKOFF, RUN_BACKOFF_CAP (seconds a run stopped by a resumable error waits, first "
@@ -143,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Environment: {'; '.join(ENVIRONMENT)}. Exit codes: 0 done, 1 injected crash, "
         "2 usage or configuration, 3 run failed, 4 stopped but resumable (or backing off), "
         "5 run owned by another worker, 6 needs attention (a call in doubt: resolve --seq N), "
-        "70 unexpected error.",
+        "7 done without reaching CRASH_AT, 70 unexpected error.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command")

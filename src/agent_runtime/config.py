@@ -35,6 +35,8 @@ RUN_BACKOFF_CAP = 120.0  # seconds that wait grows to at most
 MAX_ATTEMPTS = 5  # claims without progress before the supervisor may give up on a run ...
 GIVE_UP_AFTER = 600.0  # ... and seconds without progress since the first of them: both must
 # hold, so an outage that burns attempts fast fails nothing within ten minutes
+MAX_BAD_ANSWERS = 3  # answers naming an unknown tool or invalid arguments a run shows its
+# model (each journaled, its error the call's result) before the next one fails the run
 MAX_WORKERS = 4  # worker processes one supervisor runs at once
 STUCK_AFTER = 600.0  # seconds a supervised run may go without a journal write while its
 # worker beats before the supervisor kills that worker (0: never); well above the longest a
@@ -64,6 +66,7 @@ class Settings:
     run_backoff_cap: float = RUN_BACKOFF_CAP
     max_attempts: int = MAX_ATTEMPTS
     give_up_after: float = GIVE_UP_AFTER
+    max_bad_answers: int = MAX_BAD_ANSWERS
     max_workers: int = MAX_WORKERS
     stuck_after: float = STUCK_AFTER
     model_protocol: str | None = None  # 'chat' or 'decide'; None: the agent's own
@@ -99,7 +102,7 @@ class Settings:
                 f"run_backoff_cap ({self.run_backoff_cap}s) must be at least run_backoff "
                 f"({self.run_backoff}s), the first wait"
             )
-        for name in ("tool_retries", "model_retries"):
+        for name in ("tool_retries", "model_retries", "max_bad_answers"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("max_attempts", "max_workers"):
@@ -192,8 +195,8 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
     """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
     ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``, ``TOOL_TIMEOUT``,
     ``IN_FLIGHT_MARGIN``, ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``,
-    ``MAX_ATTEMPTS``, ``GIVE_UP_AFTER``, ``STUCK_AFTER``, ``MODEL_PROTOCOL``, ``MODEL_NAME``,
-    ``MODEL_API_KEY`` (else
+    ``MAX_ATTEMPTS``, ``GIVE_UP_AFTER``, ``MAX_BAD_ANSWERS``, ``STUCK_AFTER``,
+    ``MODEL_PROTOCOL``, ``MODEL_NAME``, ``MODEL_API_KEY`` (else
     ``OPENAI_API_KEY``); keyword overrides (``None``: not given) win."""
     env = os.environ if env is None else env
     crash_at = env.get("CRASH_AT") or None
@@ -212,6 +215,7 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
         "run_backoff_cap": _number(env, "RUN_BACKOFF_CAP", RUN_BACKOFF_CAP),
         "max_attempts": _integer(env, "MAX_ATTEMPTS", MAX_ATTEMPTS),
         "give_up_after": _number(env, "GIVE_UP_AFTER", GIVE_UP_AFTER),
+        "max_bad_answers": _integer(env, "MAX_BAD_ANSWERS", MAX_BAD_ANSWERS),
         "stuck_after": _number(env, "STUCK_AFTER", STUCK_AFTER),
         "model_protocol": env.get("MODEL_PROTOCOL") or None,
         "model_name": env.get("MODEL_NAME") or None,

@@ -146,7 +146,8 @@ class Transcript(_Kept):
 
 
 class Steps(_Kept):
-    """The seed's protocol's history (``History.confirmed_steps``), each step encoded once:
+    """The seed's protocol's history (``History.confirmed_steps``: every resolved call,
+    failed ones with their error), each step encoded once:
     the same growth rule as :class:`Transcript`, for ``POST /v1/decide``."""
 
     KEY = "decide.steps"
@@ -170,8 +171,11 @@ class Steps(_Kept):
 
 
 def _step(history: History, seq: int) -> bytes | None:
+    """A resolved call as a step; a failed one (the tool failed, or the runtime refused
+    the model's call) carries the error as its result, as a Chat Completions tool message
+    would."""
     call = history.calls.get(seq)
-    if call is None or call.state != "confirmed":
+    if call is None or not call.confirmed:
         return None
     d = history.decisions[seq]
     return encoded({"seq": seq, "tool": d.tool, "args": d.args, "result": call.result})

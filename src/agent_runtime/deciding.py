@@ -6,8 +6,11 @@
     -> check every proposed call against the agent's tools -> after_decide_before_journal
     -> journal the answer and one decision per call (one statement) -> after_decide
 
-Nothing is journaled until the whole answer checks out: an unknown tool or arguments its
-schema refuses is a :class:`~agent_runtime.errors.ModelError` and the run stays resumable.
+An answer the journal cannot hold is :class:`~agent_runtime.errors.MalformedAnswer` and
+nothing is journaled (the run stays resumable). A call naming an unknown tool or invalid
+arguments is journaled with its answer, already resolved as refused, and its error is the
+result the model is shown next (:mod:`agent_runtime.checking`): a crash after the write
+replays it, never asks again. Past ``max_bad_answers`` such answers the run fails.
 The ownership check right before the model is asked means a worker that lost its run never
 buys an answer.
 """
@@ -24,14 +27,17 @@ import httpx
 
 from .agent import Agent
 from .backoff import uniform
+from .checking import BadAnswers, checked_answer, checked_calls, refuse_unjournalable
 from .config import Settings
-from .conversation import DONE, Question
+from .conversation import Question
 from .crash import CrashPlan
-from .errors import ConfigError, InvalidArguments, UnknownTool
+from .errors import ConfigError
 from .journal import Journal
 from .models import Answer, ChatModel, DecideModel, Model
-from .records import Decision, History, Lease, ModelAnswer
+from .records import Decision, History, Lease, ModelAnswer, ToolCall
 from .tooldef import Tool
+
+__all__ = ["Decider", "checked_answer", "checked_calls"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +120,8 @@ class Decider:
         self, lease: Lease, seq: int, history: History, agent: Agent, task: str | None
     ) -> list[Decision]:
         self.crash.reached("before_decide", seq)
+        bad = BadAnswers.of(history)  # a crash right after the one too many: no new answer
+        bad.refuse_more_than(self.settings.max_bad_answers, lease.run_id)
         self._guard(lease)
         self.journal.check_owner(lease, f"model call seq={seq}")
         tools = self._tools(agent)
@@ -125,14 +133,22 @@ class Decider:
             tools=list(tools.values()),
         )
         answer = self.model_for(agent).ask(question)
+        refuse_unjournalable(answer)
         checked = checked_answer(answer, tools)
         self.crash.reached("after_decide_before_journal", seq)
+        refused = {i: c[4] for i, c in enumerate(checked) if c[4] is not None}
         made = self.journal.record_answer(
-            lease, seq, [c[:3] for c in checked], message=answer.message, usage=answer.usage
+            lease,
+            seq,
+            [c[:3] for c in checked],
+            message=answer.message,
+            usage=answer.usage,
+            rejected=refused,
         )
-        for decision, (*_, typed) in zip(made, checked, strict=True):
+        for decision, (*_, typed, error) in zip(made, checked, strict=True):
             if typed is not None:
                 self.typed[lease.run_id, decision.seq] = (decision, typed)
+            history.decisions[decision.seq] = decision
             history.answers.setdefault(decision.llm_call, _answer_record(decision, answer))
             log.info(
                 "decided run=%s seq=%d tool=%s args=%s llm_calls=%d",
@@ -142,7 +158,16 @@ class Decider:
                 _args(decision.args),
                 decision.llm_call,
             )
+            if error is not None:
+                history.calls[decision.seq] = ToolCall.rejected(lease.run_id, decision, error)
+                log.warning(
+                    "rejected run=%s seq=%d tool=%r error=%r llm_calls=%d",
+                    lease.run_id, decision.seq, decision.tool, error["message"],
+                    decision.llm_call,
+                )  # fmt: skip
         self.crash.reached("after_decide", seq)
+        if refused:
+            BadAnswers.of(history).refuse_more_than(self.settings.max_bad_answers, lease.run_id)
         return made
 
 
@@ -151,38 +176,6 @@ def raise_missing_model(agent: Agent) -> None:
         f"agent {agent.name!r} speaks Chat Completions but names no model: set MODEL_NAME "
         "or the agent's model"
     )
-
-
-def checked_calls(
-    answer: Answer, tools: Mapping[str, Tool]
-) -> list[tuple[str, dict[str, Any], str | None]]:
-    """The answer's calls as (tool, validated args, call id), or the error saying which
-    call is wrong: an unknown tool, or arguments its schema refuses. Nothing is journaled."""
-    return [c[:3] for c in checked_answer(answer, tools)]
-
-
-Checked = tuple[str, dict[str, Any], str | None, dict[str, Any] | None]
-
-
-def checked_answer(answer: Answer, tools: Mapping[str, Tool]) -> list[Checked]:
-    """:func:`checked_calls`, each with its arguments as typed (None for ``done``): one
-    validation per call, shared by the journal and the attempts."""
-    decided: list[Checked] = []
-    for proposed in answer.calls:
-        if proposed.tool == DONE:
-            if proposed.args not in (None, {}):
-                raise InvalidArguments(f"{DONE!r} takes no arguments, got {proposed.args!r:.200}")
-            decided.append((DONE, {}, proposed.call_id, None))
-            continue
-        tool = tools.get(proposed.tool)
-        if tool is None:
-            raise UnknownTool(
-                f"the model chose tool {proposed.tool!r}, which does not exist; known tools: "
-                f"{', '.join(sorted(tools))}, or a final answer"
-            )
-        as_json, typed = tool.checked(proposed.args)
-        decided.append((tool.name, as_json, proposed.call_id, typed))
-    return decided
 
 
 def _answer_record(decision: Decision, answer: Answer) -> ModelAnswer:

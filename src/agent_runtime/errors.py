@@ -22,9 +22,12 @@ and carries the process exit code the CLI uses for it::
     ├── LeaseLost              fenced: another worker owns the run now       (exit 5)
     ├── ModelError             the model answered something unusable         (exit 4)
     │   ├── ModelUnavailable   no answer: connect errors, 5xx or timeouts past the retries
-    │   ├── MalformedAnswer    not a decision at all
-    │   ├── UnknownTool        a tool this runtime does not have
-    │   ├── InvalidArguments   the right tool with arguments it rejects
+    │   ├── MalformedAnswer    not a decision at all, or one the journal cannot hold
+    │   │                      (journalable.py: U+0000, NaN, too deep, too long)
+    │   ├── UnknownTool        a tool this runtime does not have   } journaled as the
+    │   ├── InvalidArguments   the right tool with arguments it    } model's answer, the
+    │   │                      rejects                             } error shown back to it
+    │   ├── TooManyBadAnswers  more such answers than max_bad_answers (exit 3)
     │   └── UnusableDecision   a journaled decision this runtime cannot act on (exit 3)
     ├── RemoteError            a tool's remote did not act, or said no
     │   ├── RemoteUnavailable  5xx, timeouts or a tool's retryable exceptions past the
@@ -38,7 +41,8 @@ and carries the process exit code the CLI uses for it::
                                while it held a run; the run keeps the reason (a
                                traceback is logged) and stays resumable    (exit 70)
 
-Only a permanent error (``permanent = True``: ``UnusableDecision``, ``RemoteRejected``)
+Only a permanent error (``permanent = True``: ``UnusableDecision``, ``TooManyBadAnswers``,
+``RemoteRejected``)
 fails a run at once. Every other error under a lease releases the run with a backoff
 (:mod:`agent_runtime.backoff`); the supervisor fails it only after ``max_attempts`` claims
 *and* ``give_up_after`` seconds without progress (see :mod:`agent_runtime.config`).
@@ -56,6 +60,7 @@ EXIT_FAILED = 3
 EXIT_RETRY_LATER = 4
 EXIT_NOT_OWNER = 5
 EXIT_NEEDS_ATTENTION = 6  # a call is in doubt; an operator decides (resolve --seq N ...)
+EXIT_CRASH_NOT_REACHED = 7  # the run ended (done) without reaching CRASH_AT/CRASH_SEQ
 EXIT_SOFTWARE = 70  # EX_SOFTWARE (sysexits.h): a bug, its traceback is in the log
 
 
@@ -136,6 +141,14 @@ class UnknownTool(ModelError):
 
 class InvalidArguments(ModelError):
     pass
+
+
+class TooManyBadAnswers(ModelError):
+    """The model named unknown tools or sent invalid arguments more often than a run
+    allows (``Settings.max_bad_answers``): each was shown to it, and it did not mend."""
+
+    exit_code = EXIT_FAILED
+    permanent = True
 
 
 class UnusableDecision(ModelError):

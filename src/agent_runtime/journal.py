@@ -8,6 +8,7 @@ and raises :class:`LeaseLost`: a worker that lost its run stops at its next writ
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -172,11 +173,22 @@ class Journal:
         *,
         message: dict[str, Any],
         usage: dict[str, Any] | None = None,
+        rejected: Mapping[int, dict[str, Any]] | None = None,
     ) -> list[Decision]:
         """Journal one model answer (``message``, whole, with ``usage``) and its decisions:
-        ``decided`` as (tool, args, call id), numbered from ``seq``. One fenced statement."""
+        ``decided`` as (tool, args, call id), numbered from ``seq``. ``rejected``: by index
+        in ``decided``, the error of each call the runtime refused, journaled as that
+        call's result (failed, ``remote_status`` rejected). One fenced statement."""
+        refused = rejected or {}
         rows: list[dict[str, Any]] = [
-            {"seq": seq + i, "tool": tool, "args": args, "call_id": call_id}
+            {
+                "seq": seq + i,
+                "tool": tool,
+                "args": args,
+                "call_id": call_id,
+                "key": idempotency_key(lease.run_id, seq + i),
+                "rejected": refused.get(i),
+            }
             for i, (tool, args, call_id) in enumerate(decided)
         ]
         written = self._write(

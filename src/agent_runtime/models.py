@@ -14,7 +14,9 @@ tool call ids and token usage; a call that came without an id of its own gets on
 result can name it) and the calls it proposes, in order; an answer without tool
 calls is the final one (:data:`DONE`), its text the run's output. Parsing stops at the
 shape of the answer; which tool a name means and whether its arguments are valid is the
-worker's to check, against the agent's own tools, before anything is journaled.
+worker's to check, against the agent's own tools (:mod:`agent_runtime.deciding`). An answer
+nested too deep to parse is :class:`~agent_runtime.errors.MalformedAnswer`; arguments that
+are not JSON are kept as they came (``Proposed.problem``), to be shown back to the model.
 
 Transient failures (a connect error, a 5xx, a 408 or 429, a timeout) are asked again after
 exponential waits with jitter; a 404 or 405 is :class:`~agent_runtime.errors.WrongEndpoint`
@@ -42,6 +44,7 @@ from .tooldef import Tool
 log = logging.getLogger(__name__)
 
 AUTH_REFUSED = (401, 403)
+_TOO_DEEP = "the model's {what} is nested deeper than a JSON parser goes (see journalable.py)"
 JSON_BODY = {"Content-Type": "application/json"}
 
 
@@ -52,6 +55,7 @@ class Proposed:
     tool: str  # a tool's name, or DONE for the final answer
     args: Any  # what the model sent; the worker validates it
     call_id: str | None = None  # the model's id of the call (Chat Completions)
+    problem: str | None = None  # why its arguments could not be read (not JSON)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +139,8 @@ class _ModelClient(HttpClient):
             raise MalformedAnswer(
                 f"the model's answer is not JSON: {response.text[:200]!r}"
             ) from exc
+        except RecursionError:
+            raise MalformedAnswer(_TOO_DEEP.format(what="answer")) from None
 
 
 class DecideModel(_ModelClient):
@@ -243,12 +249,14 @@ def parse_completion(raw: Any) -> Answer:
                 f"the arguments of the model's call to {name} must be a JSON text (a string), "
                 f"got {type(text).__name__}: {text!r:.200}"
             )
+        problem = None
         try:
             args = json.loads(text) if isinstance(text, str) and text.strip() else {}
-        except ValueError:
-            raise MalformedAnswer(
-                f"the arguments of the model's call to {name} are not JSON: {text!r:.200}"
-            ) from None
+        except ValueError:  # the call is journaled as it came, and the model told why
+            args = None
+            problem = f"the arguments of the model's call to {name} are not JSON: {text!r:.200}"
+        except RecursionError:
+            raise MalformedAnswer(_TOO_DEEP.format(what=f"call to {name}'s arguments")) from None
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id or call_id in {c["id"] for c in named}:
             # Some servers give none, or one twice: a result must name its own call, so the
@@ -256,7 +264,7 @@ def parse_completion(raw: Any) -> Answer:
             call_id = f"call_{uuid.uuid4().hex[:24]}"
             call = {**call, "id": call_id}
         named.append(call)
-        calls.append(Proposed(tool=name, args=args, call_id=call_id))
+        calls.append(Proposed(tool=name, args=args, call_id=call_id, problem=problem))
     kept = {key: message[key] for key in ("role", "content", "tool_calls") if key in message}
     if named:
         kept["tool_calls"] = named

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
+
+REJECTED: Final = "rejected"  # remote_status of a call refused before it was sent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +89,24 @@ class ToolCall:
         """Resolved: the result (or the failure) is recorded; nothing is in doubt."""
         return self.state in ("confirmed", "failed")
 
+    @classmethod
+    def rejected(cls, run_id: str, decision: Decision, error: dict[str, Any]) -> ToolCall:
+        """The call of a decision the runtime refused (an unknown tool, invalid arguments),
+        as the answer's own statement journals it: failed, never sent, ``error`` its result."""
+        return cls(
+            seq=decision.seq,
+            idem_key=idempotency_key(run_id, decision.seq),
+            state="failed",
+            result=error,
+            remote_status=REJECTED,
+            generation=decision.generation,
+            confirm_generation=decision.generation,
+            intent_at=decision.decided_at,
+            confirmed_at=decision.decided_at,
+            effect="read",
+            sends=0,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class ModelAnswer:
@@ -138,11 +158,12 @@ class History:
         return [c for c in sorted(self.calls.values(), key=lambda c: c.seq) if not c.confirmed]
 
     def confirmed_steps(self) -> list[dict[str, Any]]:
-        """The run's history as the seed's protocol shows it to the model."""
+        """The run's history as the seed's protocol shows it to the model: every resolved
+        call (a failed one's result is the error the model should hear)."""
         steps = []
         for seq in sorted(self.calls):
             call = self.calls[seq]
-            if call.state == "confirmed":
+            if call.confirmed:
                 d = self.decisions[seq]
                 steps.append({"seq": seq, "tool": d.tool, "args": d.args, "result": call.result})
         return steps

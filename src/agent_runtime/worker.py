@@ -449,9 +449,8 @@ class Worker:
         while True:
             journaled = history.decisions.get(seq)
             call = history.calls.get(seq)
-            if journaled is None:
-                for made in self.decider.decide(lease, seq, history, agent, task):
-                    history.decisions[made.seq] = made
+            if journaled is None:  # the answer's decisions (and refused calls) join history
+                self.decider.decide(lease, seq, history, agent, task)
             elif not (call and call.confirmed) and journaled.generation != lease.generation:
                 log.info(  # decided by an earlier owner (not this one's parallel answer)
                     "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
@@ -474,7 +473,7 @@ class Worker:
                     llm_calls=llm_calls,
                     output=output,
                 )
-            if call is None or not call.confirmed:
+            if (call := history.calls.get(seq)) is None or not call.confirmed:
                 history.calls[seq] = self.actor.act(lease, tools, decision, call)
             seq += 1
 

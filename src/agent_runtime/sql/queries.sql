@@ -145,7 +145,10 @@ RETURNING id;
 
 -- name: record_decision
 -- One model answer, whole (model_answers), and the decisions it makes: one per tool call
--- (%(decisions)s: [{"seq", "tool", "args", "call_id"}, ...]), or one 'done'. One statement,
+-- (%(decisions)s: [{"seq", "tool", "args", "call_id", "key", "rejected"}, ...]), or one
+-- 'done'. A call the runtime refused (an unknown tool, invalid arguments: "rejected" holds
+-- the error) gets its tool_calls row here too, already resolved: failed, remote_status
+-- 'rejected', never sent; the error is the result the model is shown. One statement,
 -- so the answer and its calls are journaled together or not at all. It commits without
 -- waiting for the WAL flush (SET LOCAL, this transaction only): nothing is acted on before
 -- the intent's durable commit, which flushes this one too (WAL is sequential). A database
@@ -163,6 +166,13 @@ WITH relaxed AS (
     INSERT INTO model_answers (run_id, llm_call, message, usage, generation)
     SELECT id, llm_calls, %(message)s, %(usage)s, %(generation)s FROM owned
     RETURNING run_id, llm_call, answered_at
+), refused AS (
+    INSERT INTO tool_calls (run_id, seq, idem_key, state, result, remote_status, generation,
+                            confirm_generation, intent_at, confirmed_at, effect, sends)
+    SELECT a.run_id, r.seq, r.key, 'failed', r.rejected, 'rejected', %(generation)s,
+           %(generation)s, a.answered_at, a.answered_at, 'read', 0
+    FROM answer a, jsonb_to_recordset(%(decisions)s) AS r(seq integer, key text, rejected jsonb)
+    WHERE r.rejected IS NOT NULL
 )
 INSERT INTO decisions (run_id, seq, tool, args, llm_call, generation, call_id, decided_at)
 SELECT a.run_id, d.seq, d.tool, d.args, a.llm_call, %(generation)s, d.call_id, a.answered_at

@@ -168,7 +168,10 @@ ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_remote_status_check CHECK (remo
     'operator',     -- an operator resolved the call by hand (call_resolutions says how):
                     -- state 'confirmed' with the result they gave, or 'failed' with their
                     -- reason
-    'failed'        -- the call failed (state 'failed')
+    'failed',       -- the call failed (state 'failed')
+    'rejected'      -- schema 9: the runtime refused the model's call (an unknown tool,
+                    -- invalid arguments) and never sent it; state 'failed', written with the
+                    -- answer (record_decision), the error its result, shown to the model
 ));
 
 -- Schema 8: a request can outlive its sender (it may still act at the remote after the
@@ -254,4 +257,4 @@ CREATE INDEX IF NOT EXISTS call_resolutions_of_run ON call_resolutions (run_id);
 
 -- The version ensure_schema compares (agent_runtime.db.SCHEMA_VERSION): set last, so a
 -- half-applied schema is applied again.
-COMMENT ON TABLE runs IS 'crashresume schema 8';
+COMMENT ON TABLE runs IS 'crashresume schema 9';
