@@ -54,6 +54,7 @@ INTENDED = [
     "WrongEndpoint",
     "load_agent",
     "tool",
+    "url_from_env",
 ]
 
 
