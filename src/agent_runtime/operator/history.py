@@ -207,7 +207,14 @@ def _doubt_verdict(step: Step, run: Run, owner_gone: bool) -> str:
     assert step.intent_at is not None
     head = f"seq {step.seq}: intent written {clock_text(step.intent_at, run.now)}, no confirm"
     key = step.key
-    if run.status in ("done", "failed", "cancelled"):
+    if run.status == "failed":
+        return (
+            f"{head}; the run is failed: nothing sends under {key} until a `retry {run.id}`, "
+            f"whose next owner will {_will(step)}. To settle it yourself first (if it is why "
+            f"the run failed): `{command(run.id, step.seq, 'confirm')}` (it acted) or `--fail` "
+            "(give it up; the model sees the failure), then retry"
+        )
+    if run.status in ("done", "cancelled"):
         return (
             f"{head}; the run is {run.status}, so nothing will re-send under {key}: the remote "
             "may hold a result for it that the journal never recorded"

@@ -17,10 +17,10 @@ from wcwidth import wcswidth
 from ..logfmt import escape
 from .attention import Attention, CallResolution, PastResolution
 from .cancelled import Cancellation, Cancelled, InFlight, nothing_in_flight
+from .retried import Retry
 from .views import (
     PastRetry,
     Resolution,
-    Retry,
     RunHistory,
     RunList,
     Step,
@@ -248,13 +248,14 @@ def format_call_resolution(c: CallResolution) -> str:
         "redo": "ordered sent again: the next worker sends it once more, under the same key",
         "fail": f"failed ({past.reason or 'no reason given'}); the model sees the failure",
     }[past.choice]
-    return _lines(
-        [
-            f"run {c.run_id}: seq {past.seq} (key {past.idem_key}) {what}",
-            "  the run is pending again: the supervisor or `python -m agent_runtime run` "
-            "takes it from here",
-        ]
+    then = (
+        f"  the run stays failed until you retry it: `python -m agent_runtime retry {c.run_id}`; "
+        "its next worker finds this call settled"
+        if c.status == "failed"
+        else "  the run is pending again: the supervisor or `python -m agent_runtime run` "
+        "takes it from here"
     )
+    return _lines([f"run {c.run_id}: seq {past.seq} (key {past.idem_key}) {what}", then])
 
 
 def _retry_line(r: PastRetry, now: datetime) -> str:
@@ -319,5 +320,13 @@ def format_retry(r: Retry) -> str:
     if r.in_doubt:
         lines.append(
             f"  in doubt, re-sent under the same keys by the next owner: {', '.join(r.in_doubt)}"
+        )
+    key = r.failed_on
+    if key is not None:
+        seq = key.rpartition(":")[2]
+        lines.append(
+            f"  it failed on {key}, still in doubt: if the remote refuses it again, the run "
+            f"fails the same way; then settle that call (`resolve {r.run_id} --seq {seq} "
+            "--confirm JSON` if it acted, `--fail` to give it up) and retry again"
         )
     return _lines(lines)

@@ -4,7 +4,7 @@
 - :class:`Claim`, :class:`Step`, :class:`Event`, :class:`RunHistory`: one run's history,
   read by :func:`agent_runtime.operator.snapshot.read_history`;
 - :class:`PastRetry`: one operator's retry in a run's history (the failure it cleared);
-- :class:`Resolution`, :class:`Retry`: what ``resolve`` and ``retry`` did (``cancel``:
+- :class:`Resolution`: what ``resolve`` did (``retry``: :mod:`.retried`; ``cancel``:
   :mod:`.cancelled`).
 
 Times print in local time to the millisecond (``12:00:03.412``), compared with the
@@ -387,23 +387,5 @@ class Resolution:
                 }
                 for s in self.resolved
             ],
-            "in_doubt": self.in_doubt,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Retry:
-    """What ``retry`` did: the run's status now, and what it was before."""
-
-    run_id: str
-    status: str  # pending (it was failed), or the free run's own status
-    past: PastRetry
-    in_doubt: list[str]  # keys of intents without a confirm: the next owner re-sends them
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run_id,
-            "status": self.status,
-            **self.past.to_json(),
             "in_doubt": self.in_doubt,
         }
