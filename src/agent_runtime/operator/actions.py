@@ -38,9 +38,9 @@ from ..runid import check_run_id
 from ..worker import Worker
 from .attention import CHOICES, CallResolution, Choice, PastResolution, failure_result
 from .cancelled import Cancellation
-from .retried import Retry
+from .outcomes import Resolution, Retry
 from .snapshot import APPLICATION, read_history
-from .views import PastRetry, Resolution, clock_text, relative
+from .views import PastRetry, clock_text, relative
 
 log = logging.getLogger(__name__)
 

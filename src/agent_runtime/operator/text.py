@@ -17,10 +17,9 @@ from wcwidth import wcswidth
 from ..logfmt import escape
 from .attention import Attention, CallResolution, PastResolution
 from .cancelled import Cancellation, Cancelled, InFlight, nothing_in_flight
-from .retried import Retry
+from .outcomes import Resolution, Retry
 from .views import (
     PastRetry,
-    Resolution,
     RunHistory,
     RunList,
     Step,
@@ -99,6 +98,7 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
         lines.append(f"showing {shown} of {listing.total} runs (--limit 0 lists all)")
     else:
         lines.append(f"{shown} run{'s' if shown != 1 else ''}")
+    lines += _waiting_lines(listing)
     parked = [r for r in listing.runs if r.status == "needs_attention"]
     for r in parked:
         seq = f" --seq {r.first_in_doubt}" if r.first_in_doubt is not None else ""
@@ -107,6 +107,27 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
             f"explains, `resolve {r.id}{seq} --confirm JSON | --redo | --fail` decides"
         )
     return _lines(lines)
+
+
+def _waiting_lines(listing: RunList) -> list[str]:
+    """One line per agent whose listed runs wait for a worker: how many, and the longest
+    wait. Whether a supervisor serves that agent is not recorded anywhere, so the line says
+    what is: a supervisor takes only its own agents' runs, within a poll when it has room."""
+    now = listing.now
+    assert now is not None
+    waits: dict[str, list[tuple[datetime, str]]] = {}
+    for r in listing.runs:
+        if r.waiting_since is not None:
+            waits.setdefault(r.agent, []).append((r.waiting_since, r.id))
+    lines = []
+    for agent, runs in sorted(waits.items()):
+        since, first = min(runs)
+        lines.append(
+            f"waiting for a worker of agent {agent!r}: {len(runs)} run(s), the longest {first} "
+            f"for {relative(since, now).removesuffix(' ago')}; a supervisor takes only the runs "
+            f"of its own agents (--agent): if this grows, none serves {agent!r}"
+        )
+    return lines
 
 
 def _step_lines(step: Step, now: datetime) -> list[str]:
