@@ -249,8 +249,9 @@ CREATE TABLE IF NOT EXISTS call_resolutions (
     generation bigint NOT NULL,        -- the run's generation (the worker that parked it)
     intent_by bigint NOT NULL,         -- the generation that wrote the intent in doubt, and
     intent_at timestamptz NOT NULL,    -- when (a redo makes the call an intent anew)
-    parked_reason text,                -- runs.failure of the parked run: why it stopped
-    parked_at timestamptz NOT NULL,    -- runs.updated_at of the parked run: when it stopped
+    parked_reason text,                -- runs.failure of the parked (or failed) run: why it
+                                       -- stopped
+    parked_at timestamptz NOT NULL,    -- runs.updated_at of that run: when it stopped
     resolved_at timestamptz NOT NULL DEFAULT cr_now()
 );
 CREATE INDEX IF NOT EXISTS call_resolutions_of_run ON call_resolutions (run_id);

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_runtime import clock
 from agent_runtime.crash import CRASH_POINTS
 from agent_runtime.errors import EXIT_CRASHED, EXIT_NEEDS_ATTENTION, EXIT_USAGE
 
@@ -226,7 +227,19 @@ def _parked(desk: Desk, conn: Any, run_id: str, point: str) -> AgentResult:
     assert (call["effect"], call["state"], call["result"]) == ("once", "intent", None)
     assert len(desk.deliveries(run_id)) == sent  # the restart sent nothing
     assert desk.answers("send_email", f"{run_id}:{EMAIL}") == ["delivered"] * sent
+    _past_landing(conn, run_id)
     return second
+
+
+def _past_landing(conn: Any, run_id: str) -> None:
+    """Move the clock past the moment the crashed send could still act (its lands_by): an
+    operator's --redo or --fail is refused before it."""
+    row = conn.execute(
+        "SELECT greatest(0, extract(epoch FROM max(lands_by) - cr_now()))::float AS wait"
+        " FROM tool_calls WHERE run_id = %s",
+        (run_id,),
+    ).fetchone()
+    clock.advance(conn, row["wait"] + 0.01)
 
 
 @pytest.mark.parametrize("point", IN_DOUBT)

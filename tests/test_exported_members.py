@@ -55,6 +55,7 @@ INTENDED = [
     "WrongEndpoint",
     "load_agent",
     "tool",
+    "url_from_env",
 ]
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from agent_runtime.agent import Agent, Wiring
-from agent_runtime.tooldef import Call, Result, Tool, tool
+from agent_runtime import Agent, Call, Result, Tool, Wiring, tool, url_from_env
+
+DESK_URL = "http://127.0.0.1:8003"  # the mock desk's default address (SUPPORT_URL)
 
 
 class DeskBusy(Exception):
@@ -71,5 +71,13 @@ def support_agent(desk_url: str) -> Agent:
     )
 
 
-# What `python -m agent_runtime run --agent examples.support:agent` runs.
-agent = support_agent(os.environ.get("SUPPORT_URL", "http://127.0.0.1:8003"))
+def __getattr__(name: str) -> Agent:
+    """``agent``: what ``python -m agent_runtime run --agent examples.support:agent`` runs,
+    at ``SUPPORT_URL``. Made on first use, so ``python -m examples.support`` (which starts
+    its own desk) does not read SUPPORT_URL; a bad one stops the agent's process at start,
+    exit 2, in one line naming it (:func:`agent_runtime.url_from_env`)."""
+    if name != "agent":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = support_agent(url_from_env("SUPPORT_URL", DESK_URL))
+    globals()["agent"] = made
+    return made

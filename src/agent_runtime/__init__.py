@@ -62,6 +62,7 @@ __all__ = [
     "WrongEndpoint",
     "load_agent",
     "tool",
+    "url_from_env",
 ]
 
 _HOME = {
@@ -110,11 +111,12 @@ _HOME = {
     "WrongEndpoint": "agent_runtime.errors",
     "load_agent": "agent_runtime.agent",
     "tool": "agent_runtime.tooldef",
+    "url_from_env": "agent_runtime.config",
 }
 
 if _typing.TYPE_CHECKING:
     from agent_runtime.agent import Agent, Wiring, load_agent
-    from agent_runtime.config import Settings
+    from agent_runtime.config import Settings, url_from_env
     from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash
     from agent_runtime.errors import (
         AgentRuntimeError,

@@ -109,6 +109,8 @@ def load_agent(address: str) -> Agent:
     module_name, _, attribute = address.partition(":")
     try:
         module = importlib.import_module(module_name)
+    except ConfigError:  # the module refused its own settings (url_from_env): as it said
+        raise
     except ImportError as exc:
         raise ConfigError(f"cannot import {module_name!r} for agent {address!r}: {exc}") from exc
     except Exception as exc:  # the module's own code failed: say how, without a traceback

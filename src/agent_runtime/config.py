@@ -75,8 +75,8 @@ class Settings:
     crash: CrashPlan = field(default_factory=CrashPlan)
 
     def __post_init__(self) -> None:
-        for name in URL_SETTINGS:
-            _check_url(name, getattr(self, name))
+        for name, (variable, example) in URL_SETTINGS.items():
+            check_url(getattr(self, name), variable=f"{variable} ({name})", example=example)
         for name in ("lease", "heartbeat", "poll", "model_timeout", "tool_timeout"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
@@ -134,8 +134,9 @@ class Settings:
         return Backoff(base=self.run_backoff, cap=self.run_backoff_cap, rand=rand)
 
 
-def _check_url(name: str, value: object) -> None:
-    """Refuse a remote URL the HTTP client could not use, naming the variable and the value.
+def check_url(value: object, *, variable: str, example: str) -> str:
+    """``value`` if it is a remote URL the HTTP client can use, else a ConfigError naming
+    ``variable``, the value, an ``example`` and what is wrong: one line, exit 2.
 
     Checked when the settings are made, so a typo never reaches a run: an unparseable URL
     would be an ``httpx.InvalidURL`` traceback, one without a scheme or a host an outage
@@ -143,11 +144,26 @@ def _check_url(name: str, value: object) -> None:
     """
     problem = _url_problem(value) if isinstance(value, str) else "not a string"
     if problem is not None:
-        variable, example = URL_SETTINGS[name]
         raise ConfigError(
-            f"{variable} ({name}) must be an http:// or https:// URL with a host, such as "
+            f"{variable} must be an http:// or https:// URL with a host, such as "
             f"{example}; got {value!r} ({problem})"
         )
+    assert isinstance(value, str)
+    return value
+
+
+def url_from_env(variable: str, default: str, env: Mapping[str, str] | None = None) -> str:
+    """The URL of a remote an agent reads from the environment variable ``variable``
+    (unset or empty: ``default``), checked as ``CLOUD_URL`` and ``MODEL_URL`` are.
+
+    For an agent's module, which is its own edge: call it where the module builds its
+    agent, so a bad value stops the process at start (exit 2, one line naming the
+    variable and what is wrong) instead of failing a run::
+
+        agent = support_agent(url_from_env("SUPPORT_URL", "http://127.0.0.1:8003"))
+    """
+    env = os.environ if env is None else env
+    return check_url(env.get(variable) or default, variable=variable, example=default)
 
 
 def _header_safe(value: str) -> bool:

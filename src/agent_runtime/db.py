@@ -67,6 +67,12 @@ def has_schema(conn: Connection) -> bool:
     return all(_schema_state(conn))
 
 
+def schema_missing(conn: Connection) -> bool:
+    """No crashresume table at all: a database nothing has run against yet (an older
+    schema is not missing: :func:`require_schema` says how to bring it up to date)."""
+    return not _schema_state(conn)[0]
+
+
 def ensure_schema(conn: Connection) -> None:
     """Create the tables, or bring an older schema up to date, unless it is current; safe
     to call from many processes at once (schema.sql is idempotent)."""

@@ -8,6 +8,11 @@ older database), nothing it prints can break a line or reach the terminal as a
 control sequence: :func:`escape` writes every character that is not printable the way
 Python writes it in a string literal (``\\n``, ``\\x1b``, ``\\u2028``). The operator's
 text and its SVG go through the same function.
+
+Nor can a value make a line unreadable by its length: every value of a record (each of its
+``%s`` arguments) longer than :data:`VALUE_LIMIT` characters keeps its first
+:data:`VALUE_LIMIT` and ends in a marker with its whole length, ``…[cut 5242880 chars]``
+(:func:`cut`). Only the log line is cut: the journal keeps every value whole.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 from typing import TextIO
 
 FORMAT = "%(levelname)s %(message)s"
+VALUE_LIMIT = 2000  # characters of one logged value kept on its line; the rest is cut
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -40,6 +46,22 @@ def _escaped(ch: str) -> str:
     return f"\\U{code:08x}"
 
 
+def cut(value: str, limit: int = VALUE_LIMIT) -> str:
+    """``value``, or its first ``limit`` characters and ``…[cut N chars]``, N its length."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}…[cut {len(value)} chars]"
+
+
+def _short(arg: object) -> object:
+    """A record's argument as its line may carry it: a number as it is (``%d`` needs one),
+    anything else cut once its text is longer than :data:`VALUE_LIMIT`."""
+    if arg is None or isinstance(arg, int | float):
+        return arg
+    text = arg if isinstance(arg, str) else str(arg)
+    return arg if len(text) <= VALUE_LIMIT else cut(text)
+
+
 class LineFormatter(logging.Formatter):
     """Keeps every record on one line, so each event is one line to grep; a traceback
     rides on its event's line with its newlines escaped."""
@@ -48,6 +70,11 @@ class LineFormatter(logging.Formatter):
         super().__init__(FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
+        args = record.args
+        if isinstance(args, tuple) and args:
+            shortened = tuple(_short(a) for a in args)
+            if any(a is not b for a, b in zip(args, shortened, strict=True)):
+                record = logging.makeLogRecord({**record.__dict__, "args": shortened})
         return escape(super().format(record))
 
 

@@ -27,6 +27,7 @@ from .lease import owner_token
 from .records import Lease, RunTask
 from .runid import check_run_id
 from .takeback import Watchdog, free_after_exit
+from .unserved import UnservedWatch
 from .workerpool import (
     SPAWN_MODES,
     Handed,
@@ -95,6 +96,7 @@ class Supervisor:
         self.backoff = settings.run_backoff_rule()
         self.watchdog = Watchdog(lease=settings.lease, stuck_after=settings.stuck_after)
         self._next_watch = 0.0  # time.monotonic() of the next check for hung workers
+        self.unserved = UnservedWatch([a.name for a in self.agents], settings.poll)
         tls_context()  # built once here, inherited by every forked worker
 
     @property
@@ -197,6 +199,7 @@ class Supervisor:
         limits = {"max_attempts": s.max_attempts, "give_up_after": s.give_up_after}
         for row in db.run(self.conn, "give_up_exhausted", limits):
             log.warning("gave-up run=%s reason=%r", row["id"], row["failure"])
+        self.unserved.maybe_look(self.conn)  # runs of agents it has not: named once each
         free = self.settings.max_workers - len(self.busy)
         if free <= 0 or self.stopping:
             return []

@@ -24,7 +24,8 @@ A worker alive but useless is killed (``SIGKILL``) and its run handed on like a 
 one that holds a run past its lease, ``worker-hung run=... pid=... lease_expired_ago=...s
 action=killed``, or one still beating whose run made no progress for ``--stuck-after``
 seconds, ``worker-stuck run=... pid=... no_progress_for=...s stuck_after=...s
-action=killed`` (:mod:`agent_runtime.takeback`).
+action=killed`` (:mod:`agent_runtime.takeback`). A claimable run of an agent it does not
+have is named once, ``unserved run=... agent=...`` (:mod:`agent_runtime.unserved`).
 
 The :class:`Supervisor` itself is in :mod:`agent_runtime.supervision`; this module is
 the command.

@@ -38,8 +38,9 @@ from ..runid import check_run_id
 from ..worker import Worker
 from .attention import CHOICES, CallResolution, Choice, PastResolution, failure_result
 from .cancelled import Cancellation
+from .outcomes import Resolution, Retry
 from .snapshot import APPLICATION, read_history
-from .views import PastRetry, Resolution, Retry, clock_text
+from .views import PastRetry, clock_text, relative
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,13 @@ def resolve_run(
                 f"run {run_id} is {run.status} ({run.failure or 'no reason recorded'}); "
                 f"its {len(stranded)} intent(s) stay in doubt: only a pending or running "
                 "run can be claimed to re-send them"
+                + (
+                    f"; `retry {run_id}` puts it back (its next owner re-sends them), or "
+                    f"settle one first: resolve {run_id} --seq {stranded[0]} --confirm JSON | "
+                    "--fail"
+                    if run.status == "failed"
+                    else ""
+                )
             )
         if run.lease_live and not before.owner_gone and not takeover:
             assert run.lease_expires_at is not None
@@ -202,12 +210,16 @@ def resolve_call(
     *,
     result: Any = None,
     reason: str | None = None,
+    in_flight_ok: bool = False,
 ) -> CallResolution:
-    """An operator's decision on call ``seq`` of a run that needs attention (one statement).
+    """An operator's decision on call ``seq`` of a run that needs attention, or of a failed
+    run, in one statement.
 
     ``confirm``: the call acted, ``result`` is what it returned; ``redo``: it did not, the
     next worker sends it once more; ``fail``: it is given up, the model sees an error naming
-    ``reason``. The run goes back to pending either way.
+    ``reason``. A parked run goes back to pending; a failed run stays failed until
+    ``retry``. ``redo`` and ``fail`` are refused while a request of the call may still land
+    (before its ``lands_by``), unless ``in_flight_ok``: the caller knows none is under way.
     """
     check_run_id(run_id, source="RUN")
     if choice not in CHOICES:
@@ -229,10 +241,11 @@ def resolve_call(
             "choice": choice,
             "result": Jsonb(value) if value is not None else None,
             "reason": reason,
+            "in_flight_ok": in_flight_ok,
         },
     )
     if row is None:
-        raise _refusal(conn, run_id, seq)
+        raise _refusal(conn, run_id, seq, choice)
     past = PastResolution.from_row(row)
     log.info(
         "resolved-call run=%s seq=%d key=%s choice=%s state=%s reason=%r",
@@ -243,10 +256,10 @@ def resolve_call(
         row["state"],
         reason or "",
     )
-    return CallResolution(run_id=run_id, state=row["state"], past=past)
+    return CallResolution(run_id=run_id, state=row["state"], past=past, status=row["run_status"])
 
 
-def _refusal(conn: db.Connection, run_id: str, seq: int) -> Exception:
+def _refusal(conn: db.Connection, run_id: str, seq: int, choice: Choice) -> Exception:
     """Why ``operator_resolve_call`` changed nothing, read back after the fact."""
     found = db.one(conn, "get_run", {"run": run_id})
     if found is None:
@@ -265,14 +278,26 @@ def _refusal(conn: db.Connection, run_id: str, seq: int) -> Exception:
         )
     settled = call.state != "intent"
     how = _settled(call) if settled else "an intent without a confirm"
-    if run.status != "needs_attention":
+    if run.status not in ("needs_attention", "failed"):
         return RunUnavailable(
-            f"run {run_id} is {run.status}, not needs_attention, and its call seq {seq} is "
-            f"{how}: --seq resolves a call of a run parked for an operator (a 'once' call in "
-            "doubt); a pending or running run's worker resolves its calls by their contracts"
+            f"run {run_id} is {run.status}, not needs_attention or failed, and its call seq "
+            f"{seq} is {how}: --seq resolves a call of a run parked for an operator (a 'once' "
+            "call in doubt) or of a failed run; a pending or running run's worker resolves its "
+            "calls by their contracts"
             + (f" (`resolve {run_id}` does it now)" if not settled else "")
         )
-    return RunUnavailable(f"call seq {seq} of run {run_id} is already resolved ({how}); {doubtful}")
+    if settled:
+        return RunUnavailable(
+            f"call seq {seq} of run {run_id} is already resolved ({how}); {doubtful}"
+        )
+    assert call.lands_by is not None  # the only other refusal: it may still land
+    harm = "send it twice" if choice == "redo" else "give up a call that then acts"
+    return RunUnavailable(
+        f"call seq {seq} of run {run_id} may still land: its last request may act at the "
+        f"remote until {clock_text(call.lands_by, run.now)} ({relative(call.lands_by, run.now)})"
+        f", so --{choice} now could {harm}; wait until then, or --confirm JSON if you know it "
+        "acted"
+    )
 
 
 def _settled(call: ToolCall) -> str:

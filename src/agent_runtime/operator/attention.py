@@ -166,6 +166,12 @@ class CallResolution:
     run_id: str
     state: str  # confirmed | failed | redo
     past: PastResolution
+    status: str = "pending"  # the run's status after it: pending, or failed (until a retry)
 
     def to_json(self) -> dict[str, Any]:
-        return {"run": self.run_id, "status": "pending", "state": self.state, **self.past.to_json()}
+        return {
+            "run": self.run_id,
+            "status": self.status,
+            "state": self.state,
+            **self.past.to_json(),
+        }

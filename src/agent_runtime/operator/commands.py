@@ -12,8 +12,9 @@ The argparse side only: it parses, connects, calls the domain functions
     python -m agent_runtime cancel RUN [--reason TEXT] [--json]
     python -m agent_runtime retry RUN [--json]
 
-No command creates the schema (a database without it is an error, not something
-to fix behind the operator's back).
+No command creates the schema (a database without it is not something to fix behind
+the operator's back): ``runs`` on a database without any says there are no runs yet
+(exit 0); every other command refuses it (``DatabaseError``, exit 4).
 
 Errors are the runtime's own (one line from ``cli.main``, non-zero exit):
 ``InvalidRunId`` (2) for an id no run can have (checked before anything is read or
@@ -54,6 +55,7 @@ from .text import (
     format_retry,
     format_runs,
 )
+from .views import RunList
 
 log = logging.getLogger(__name__)
 R = TypeVar("R", bound="_Result")
@@ -101,13 +103,27 @@ def _reading(settings: config.Settings) -> db.Connection:
 def cmd_runs(args: argparse.Namespace) -> int:
     statuses = sorted({s for group in args.status or [] for s in group})
     limit = None if args.limit == 0 else args.limit
-    conn = _reading(config.from_env())
+    conn = db.connect(database_url(config.from_env()), application_name=APPLICATION)
     try:
-        listing = list_runs(conn, statuses=statuses, in_doubt=args.in_doubt, limit=limit)
+        empty = db.schema_missing(conn)  # nothing ever ran here: no runs, not an error
+        where = db.describe_conn(conn)
+        if not empty:
+            db.require_schema(conn)
+        listing = (
+            RunList(runs=[], total=0, now=None)
+            if empty
+            else list_runs(conn, statuses=statuses, in_doubt=args.in_doubt, limit=limit)
+        )
     finally:
         conn.close()
     if args.json:
         _print_json(listing.to_json())
+    elif empty:
+        _emit(
+            f"no runs yet: the database {escape(where)} has no crashresume schema (nothing has "
+            "run against it; the first worker or supervisor, or `python -m agent_runtime "
+            "schema`, creates it)"
+        )
     else:
         _emit(format_runs(listing, filtered=bool(statuses) or args.in_doubt))
     return 0

@@ -28,6 +28,7 @@ proves and what it only suggests are kept apart:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 
 from ..records import Decision, Run, ToolCall
@@ -207,7 +208,14 @@ def _doubt_verdict(step: Step, run: Run, owner_gone: bool) -> str:
     assert step.intent_at is not None
     head = f"seq {step.seq}: intent written {clock_text(step.intent_at, run.now)}, no confirm"
     key = step.key
-    if run.status in ("done", "failed", "cancelled"):
+    if run.status == "failed":
+        return (
+            f"{head}; the run is failed: nothing sends under {key} until a `retry {run.id}`, "
+            f"whose next owner will {_will(step)}. To settle it yourself first (if it is why "
+            f"the run failed): `{command(run.id, step.seq, 'confirm')}` (it acted) or `--fail` "
+            "(give it up; the model sees the failure), then retry"
+        )
+    if run.status in ("done", "cancelled"):
         return (
             f"{head}; the run is {run.status}, so nothing will re-send under {key}: the remote "
             "may hold a result for it that the journal never recorded"
@@ -283,8 +291,7 @@ def _run_notes(
     ):
         return [
             f"put back to pending by an operator at {clock_text(last.resolved_at, now)} "
-            f"(seq {last.seq}: {last.outcome}): the supervisor, or `python -m agent_runtime "
-            "run`, starts it"
+            f"(seq {last.seq}: {last.outcome}); {_waits(run)}"
         ]
     if run.status == "done":
         return [f"done at {when}: {confirmed} steps confirmed, llm_calls {run.llm_calls}"]
@@ -298,11 +305,8 @@ def _run_notes(
     if run.status == "pending":
         if retries and retries[-1].previous_status == "failed":
             at = clock_text(retries[-1].retried_at, now)
-            return [
-                f"put back to pending by an operator's retry at {at}: the supervisor, or "
-                "`python -m agent_runtime run`, starts it"
-            ]
-        return ["never claimed: the supervisor, or `python -m agent_runtime run`, starts it"]
+            return [f"put back to pending by an operator's retry at {at}; {_waits(run)}"]
+        return [f"never claimed; {_waits(run)}"]
     expires = run.lease_expires_at
     if run.owner is None or expires is None:
         why = f" ({run.failure})" if run.failure else ""
@@ -313,12 +317,13 @@ def _run_notes(
                 f"claimable from {clock_text(expires, now)} ({relative(expires, now)}); "
                 f"`retry {run.id}` ends the wait now"
             ]
-        return [f"no worker holds the run{why}; claimable now"]
+        return [f"no worker holds the run{why}; claimable now; {_waits(run)}"]
     owner = f"generation {run.generation} ({run.owner})"
     if expires <= now:
         return [
             f"{owner} stopped renewing: its lease expired {clock_text(expires, now)} "
-            f"({relative(expires, now)}); presumed dead, the supervisor hands the run on"
+            f"({relative(expires, now)}); presumed dead, a supervisor of agent {run.agent!r} "
+            "hands the run on"
         ]
     if owner_gone:
         return [
@@ -326,3 +331,15 @@ def _run_notes(
             f"the lease runs until {clock_text(expires, now)}; `resolve` or `run` take over now"
         ]
     return [f"{owner} holds the lease until {clock_text(expires, now)} ({relative(expires, now)})"]
+
+
+def _waits(run: Run) -> str:
+    """Whom a claimable run waits for, and how long it has. Which supervisors run, and with
+    which agents, is recorded nowhere: the wait is what tells that none serves the agent."""
+    since = run.lease_expires_at or run.updated_at
+    return (
+        f"waiting {relative(since, run.now).removesuffix(' ago')} for a worker of agent "
+        f"{run.agent!r}: only a supervisor started with an --agent named {run.agent!r}, or "
+        f"`python -m agent_runtime run --agent MODULE:ATTR --run-id {shlex.quote(run.id)}`, "
+        "takes it"
+    )

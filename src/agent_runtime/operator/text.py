@@ -17,10 +17,9 @@ from wcwidth import wcswidth
 from ..logfmt import escape
 from .attention import Attention, CallResolution, PastResolution
 from .cancelled import Cancellation, Cancelled, InFlight, nothing_in_flight
+from .outcomes import Resolution, Retry
 from .views import (
     PastRetry,
-    Resolution,
-    Retry,
     RunHistory,
     RunList,
     Step,
@@ -99,6 +98,7 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
         lines.append(f"showing {shown} of {listing.total} runs (--limit 0 lists all)")
     else:
         lines.append(f"{shown} run{'s' if shown != 1 else ''}")
+    lines += _waiting_lines(listing)
     parked = [r for r in listing.runs if r.status == "needs_attention"]
     for r in parked:
         seq = f" --seq {r.first_in_doubt}" if r.first_in_doubt is not None else ""
@@ -107,6 +107,27 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
             f"explains, `resolve {r.id}{seq} --confirm JSON | --redo | --fail` decides"
         )
     return _lines(lines)
+
+
+def _waiting_lines(listing: RunList) -> list[str]:
+    """One line per agent whose listed runs wait for a worker: how many, and the longest
+    wait. Whether a supervisor serves that agent is not recorded anywhere, so the line says
+    what is: a supervisor takes only its own agents' runs, within a poll when it has room."""
+    now = listing.now
+    assert now is not None
+    waits: dict[str, list[tuple[datetime, str]]] = {}
+    for r in listing.runs:
+        if r.waiting_since is not None:
+            waits.setdefault(r.agent, []).append((r.waiting_since, r.id))
+    lines = []
+    for agent, runs in sorted(waits.items()):
+        since, first = min(runs)
+        lines.append(
+            f"waiting for a worker of agent {agent!r}: {len(runs)} run(s), the longest {first} "
+            f"for {relative(since, now).removesuffix(' ago')}; a supervisor takes only the runs "
+            f"of its own agents (--agent): if this grows, none serves {agent!r}"
+        )
+    return lines
 
 
 def _step_lines(step: Step, now: datetime) -> list[str]:
@@ -248,13 +269,14 @@ def format_call_resolution(c: CallResolution) -> str:
         "redo": "ordered sent again: the next worker sends it once more, under the same key",
         "fail": f"failed ({past.reason or 'no reason given'}); the model sees the failure",
     }[past.choice]
-    return _lines(
-        [
-            f"run {c.run_id}: seq {past.seq} (key {past.idem_key}) {what}",
-            "  the run is pending again: the supervisor or `python -m agent_runtime run` "
-            "takes it from here",
-        ]
+    then = (
+        f"  the run stays failed until you retry it: `python -m agent_runtime retry {c.run_id}`; "
+        "its next worker finds this call settled"
+        if c.status == "failed"
+        else "  the run is pending again: the supervisor or `python -m agent_runtime run` "
+        "takes it from here"
     )
+    return _lines([f"run {c.run_id}: seq {past.seq} (key {past.idem_key}) {what}", then])
 
 
 def _retry_line(r: PastRetry, now: datetime) -> str:
@@ -319,5 +341,13 @@ def format_retry(r: Retry) -> str:
     if r.in_doubt:
         lines.append(
             f"  in doubt, re-sent under the same keys by the next owner: {', '.join(r.in_doubt)}"
+        )
+    key = r.failed_on
+    if key is not None:
+        seq = key.rpartition(":")[2]
+        lines.append(
+            f"  it failed on {key}, still in doubt: if the remote refuses it again, the run "
+            f"fails the same way; then settle that call (`resolve {r.run_id} --seq {seq} "
+            "--confirm JSON` if it acted, `--fail` to give it up) and retry again"
         )
     return _lines(lines)

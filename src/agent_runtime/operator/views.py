@@ -4,8 +4,7 @@
 - :class:`Claim`, :class:`Step`, :class:`Event`, :class:`RunHistory`: one run's history,
   read by :func:`agent_runtime.operator.snapshot.read_history`;
 - :class:`PastRetry`: one operator's retry in a run's history (the failure it cleared);
-- :class:`Resolution`, :class:`Retry`: what ``resolve`` and ``retry`` did (``cancel``:
-  :mod:`.cancelled`).
+- what ``resolve`` and ``retry`` did: :mod:`.outcomes` (``cancel``: :mod:`.cancelled`).
 
 Times print in local time to the millisecond (``12:00:03.412``), compared with the
 database clock ``cr_now()`` that was read with the data.
@@ -187,9 +186,9 @@ class Step:
             "replayed": self.replayed_by is not None,
             "replayed_by": self.replayed_by,
             "key": self.key,
-            "intent_at": _iso(self.intent_at),
+            "intent_at": iso(self.intent_at),
             "intent_by": self.intent_by,
-            "confirmed_at": _iso(self.confirmed_at),
+            "confirmed_at": iso(self.confirmed_at),
             "confirmed_by": self.confirmed_by,
             "resent": self.resent,
             "result": self.result,
@@ -256,13 +255,13 @@ class RunHistory:
                 "owner": run.owner,
                 "owner_gone": self.owner_gone,
                 "generation": run.generation,
-                "lease_expires_at": _iso(run.lease_expires_at),
+                "lease_expires_at": iso(run.lease_expires_at),
                 "lease_live": run.lease_live,
                 "llm_calls": run.llm_calls,
                 "attempts": run.attempts,
                 "failure": run.failure,
-                "backing_off_until": _iso(run.lease_expires_at) if run.backing_off else None,
-                "progress_at": _iso(run.progress_at),
+                "backing_off_until": iso(run.lease_expires_at) if run.backing_off else None,
+                "progress_at": iso(run.progress_at),
                 "created_at": run.created_at.isoformat(),
                 "updated_at": run.updated_at.isoformat(),
                 "steps_confirmed": sum(1 for s in self.steps if s.state == "confirmed"),
@@ -275,7 +274,7 @@ class RunHistory:
                     "kind": c.kind,
                     "reason": c.reason,
                     "previous_owner": c.previous_owner,
-                    "previous_expired_at": _iso(c.previous_expired_at),
+                    "previous_expired_at": iso(c.previous_expired_at),
                     "claimed_at": c.claimed_at.isoformat(),
                 }
                 for c in self.claims
@@ -291,7 +290,7 @@ class RunHistory:
         }
 
 
-def _iso(at: datetime | None) -> str | None:
+def iso(at: datetime | None) -> str | None:
     return at.isoformat() if at is not None else None
 
 
@@ -332,15 +331,26 @@ class RunSummary:
         expires = self.lease_expires_at
         return self.owner is not None and expires is not None and expires > self.now
 
+    @property
+    def waiting_since(self) -> datetime | None:
+        """Since when it waits for a worker of its agent (claimable: free past any backoff,
+        or its lease ran out), or None."""
+        expires = self.lease_expires_at
+        claimable = self.status in ("pending", "running") and (
+            expires is None or expires <= self.now
+        )
+        return (expires or self.updated_at) if claimable else None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "status": self.status,
             "agent": self.agent,
+            "waiting_since": iso(self.waiting_since),
             "owner": self.owner,
             "owner_gone": self.owner_gone,
             "generation": self.generation,
-            "lease_expires_at": _iso(self.lease_expires_at),
+            "lease_expires_at": iso(self.lease_expires_at),
             "lease_live": self.lease_live,
             "steps_confirmed": self.steps,
             "in_doubt": self.in_doubt,
@@ -361,49 +371,7 @@ class RunList:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "now": _iso(self.now),
+            "now": iso(self.now),
             "total": self.total,
             "runs": [r.to_json() for r in self.runs],
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Resolution:
-    run_id: str
-    resolved: list[Step]  # the steps that were in doubt, as the journal has them now
-    in_doubt: list[str]  # verdicts still standing afterwards
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run_id,
-            "resolved": [
-                {
-                    "seq": s.seq,
-                    "key": s.key,
-                    "result_id": s.result_id,
-                    "remote_status": s.remote_status,
-                    "confirmed_at": _iso(s.confirmed_at),
-                    "confirmed_by": s.confirmed_by,
-                }
-                for s in self.resolved
-            ],
-            "in_doubt": self.in_doubt,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Retry:
-    """What ``retry`` did: the run's status now, and what it was before."""
-
-    run_id: str
-    status: str  # pending (it was failed), or the free run's own status
-    past: PastRetry
-    in_doubt: list[str]  # keys of intents without a confirm: the next owner re-sends them
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run_id,
-            "status": self.status,
-            **self.past.to_json(),
-            "in_doubt": self.in_doubt,
         }

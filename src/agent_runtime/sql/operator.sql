@@ -100,20 +100,27 @@ WHERE id = %(run)s AND status IN ('pending', 'running') AND owner IS NULL
 RETURNING id;
 
 -- name: operator_resolve_call
--- An operator's decision on call %(seq)s of a run that needs attention, fenced by nothing (a
--- parked run has no owner): only while the run is needs_attention and the call is still an
--- intent without a confirm. %(choice)s 'confirm': the call is confirmed with %(result)s
--- (remote_status operator); 'fail': confirmed as failed with %(result)s (the error the model
--- sees); 'redo': the intent becomes redo, the next worker sends it once more. Either way the
--- run goes back to pending, claimable at once, its attempts and give-up clock started again,
--- and call_resolutions keeps the decision and what the parked run said. One statement: all
--- of it, or (a wrong status, no such call, already resolved) nothing; the caller says which.
+-- An operator's decision on call %(seq)s of a run that needs attention, or of a failed run,
+-- fenced by nothing (neither has an owner): only while the call is still an intent without
+-- a confirm, and, for 'redo' and 'fail', only once no request of it can still land
+-- (lands_by passed or unknown) unless %(in_flight_ok)s: a request still under way may yet
+-- act, which would make a redo act twice and a fail a lie. %(choice)s 'confirm': the call
+-- is confirmed with %(result)s (remote_status operator); 'fail': confirmed as failed with
+-- %(result)s (the error the model sees); 'redo': the intent becomes redo, the next worker
+-- sends it once more. A parked run goes back to pending, claimable at once, its attempts
+-- and give-up clock started again; a failed run stays failed (its failure and its times
+-- kept) until the operator's retry, whose next worker finds the call settled. Either way
+-- call_resolutions keeps the decision and what the run said. One statement: all of it, or
+-- (a wrong status, no such call, already resolved, may still land) nothing; the caller
+-- says which.
 WITH target AS (
-    SELECT r.id, r.generation, r.failure, r.updated_at, t.seq, t.idem_key, t.effect,
-           t.generation AS intent_by, t.intent_at
+    SELECT r.id, r.status, r.generation, r.failure, r.updated_at, t.seq, t.idem_key,
+           t.effect, t.generation AS intent_by, t.intent_at
     FROM runs r JOIN tool_calls t ON t.run_id = r.id
-    WHERE r.id = %(run)s AND r.status = 'needs_attention'
+    WHERE r.id = %(run)s AND r.status IN ('needs_attention', 'failed')
       AND t.seq = %(seq)s AND t.state = 'intent'
+      AND (%(choice)s::text = 'confirm' OR %(in_flight_ok)s::boolean
+           OR t.lands_by IS NULL OR t.lands_by <= cr_now())
     FOR UPDATE OF r, t
 ), resolved AS (
     UPDATE tool_calls t
@@ -132,7 +139,7 @@ WITH target AS (
     SET status = 'pending', owner = NULL, lease_expires_at = NULL, failure = NULL,
         attempts = 0, progress_at = cr_now(), updated_at = cr_now()
     FROM target
-    WHERE r.id = target.id
+    WHERE r.id = target.id AND target.status = 'needs_attention'
     RETURNING r.id, r.updated_at
 )
 INSERT INTO call_resolutions (run_id, seq, idem_key, effect, choice, reason, result,
@@ -142,10 +149,12 @@ SELECT target.id, target.seq, target.idem_key, target.effect, %(choice)s::text,
        %(reason)s::text,
        CASE WHEN %(choice)s::text = 'redo' THEN NULL ELSE %(result)s::jsonb END,
        target.generation, target.intent_by, target.intent_at, target.failure,
-       target.updated_at, resumed.updated_at
-FROM target JOIN resumed USING (id)
+       target.updated_at, coalesce((SELECT updated_at FROM resumed), cr_now())
+FROM target
 RETURNING seq, idem_key, effect, choice, reason, result, generation, intent_by, intent_at,
-          parked_reason, parked_at, resolved_at, (SELECT state FROM resolved) AS state;
+          parked_reason, parked_at, resolved_at, (SELECT state FROM resolved) AS state,
+          (SELECT CASE WHEN target.status = 'failed' THEN 'failed' ELSE 'pending' END
+           FROM target) AS run_status;
 
 -- name: operator_load_resolutions
 -- The operator's decisions on one run's calls in doubt, oldest first.

@@ -378,3 +378,20 @@ LEFT JOIN LATERAL (
     SELECT c.intent_at, c.confirmed_at FROM tool_calls c
     WHERE c.run_id = r.id ORDER BY c.seq DESC LIMIT 1
 ) t ON true;
+
+-- name: unserved_runs
+-- The supervisor's look at what it will not take (agent_runtime.unserved): up to %(limit)s
+-- runs waiting for a worker -- pending or running, free past any backoff or with an expired
+-- lease, as claim_expired would take them -- whose agent is not one of %(agents)s, the
+-- agents this supervisor has, and that have waited at least %(after)s seconds since they
+-- became claimable (their lease's end, else their last change): a supervisor that serves
+-- the agent would have taken them by then. The longest waiting first.
+SELECT id, agent, status,
+       extract(epoch FROM cr_now() - coalesce(lease_expires_at, updated_at))::float8 AS waited
+FROM runs
+WHERE status IN ('pending', 'running')
+  AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
+  AND NOT (agent = ANY (%(agents)s::text[]))
+  AND coalesce(lease_expires_at, updated_at) <= cr_now() - make_interval(secs => %(after)s)
+ORDER BY coalesce(lease_expires_at, updated_at), id
+LIMIT %(limit)s;
