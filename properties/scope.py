@@ -24,13 +24,17 @@ run parked by the sweep's worker, the operator decides while the frozen one wait
 wakes, the run is claimed and its new worker dies after its next call, then restarts;
 and, once per step, three stories that place a fault themselves: ``bad_answers`` (the
 model answers garbage twice before the step, then the run is restarted), ``remote_fault``
-(one failed request before the step's call: the client's own retry), ``two_runs`` (two
-runs of the kind at the same step, one restarted).
+(one failed request before the step's call: the client's own retry must get past it),
+``outage`` (every attempt fails: the worker stops resumably and must leave the run free),
+``stale_outage`` (at a read's step only: an outpaced worker's read meets an outage, and its
+stop must free nothing of its successor's run), ``two_runs`` (two runs of the kind at the
+same step, one restarted). A read's step is spoiled with the desk's ``fail_lookups``, every
+other with ``fail_before``.
 
 The order is breadth first: every story at the first step of the first kind (41
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 563 schedules (4 kinds x 4 steps x 7
+already as short as it can be; the grid is the same every run: 601 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
 minus the points a step never reaches, the step stories, and the operator's three).
 """
@@ -53,7 +57,12 @@ from .minimise import first_failure
 from .runner import SETTINGS, ScheduleRunner
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
-STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs", "held_killed", "held_retried")
+STEP_STORIES: Final = (
+    "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
+    "held_retried",
+)  # fmt: skip
+READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
+READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
 # an operator decides a parked once call while the parked worker's zombie waits at its gate
 RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "after_intent",
                           "resolve_fail": "after_intent"}  # fmt: skip
@@ -71,10 +80,11 @@ OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole c
 ONCE_TOOL: Final = {"once": "send_email"}  # the kind whose call parks the run, and its tool
 
 
-def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
+def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Event, ...]:
     """One disruption of run r0 (of ``kind``) at ``point`` of step ``seq`` (a step story
-    ignores ``point``: it places its fault itself)."""
+    ignores ``point``: it places its fault itself, by the step's ``tool``)."""
     start = Event(op="start", run=0, agent=kind)
+    fault = "fail_lookups" if tool == READ_TOOL else "fail_before"
     if how == "crash":
         return (
             start,
@@ -135,12 +145,23 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
             Event(op="step", run=0),
             Event(op="restart", run=0),
         )
-    if how == "remote_fault":  # one failed request: the client's own retry
+    if how in ("remote_fault", "outage"):
+        # remote_fault: one failed request, which the client's own retry gets past (the
+        # step must finish); outage: every attempt fails, the worker stops resumably and
+        # must leave the run free (a once call parks instead)
         return (
             start,
             Event(op="pause", run=0, point="before_intent", seq=seq),
-            Event(op="cloud_fault", fault="fail_before", n=1),
+            Event(op="cloud_fault", fault=fault, n=1 if how == "remote_fault" else OUTAGE),
             Event(op="step", run=0),
+        )
+    if how == "stale_outage":  # an outpaced worker's read meets an outage: its stop frees
+        return (  # nothing of the run its successor holds
+            start,
+            Event(op="pause", run=0, point="after_intent", seq=seq),
+            Event(op="restart", run=0),
+            Event(op="cloud_fault", fault=fault, n=OUTAGE),
+            Event(op="resume", run=0),
         )
     if how in ("held_retried", "held_killed"):
         # The step's request is held at its remote (its sender sees a 504): the worker's
@@ -208,10 +229,11 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
                     continue
                 if how in STEP_STORIES:
+                    if how in READ_STORIES and tool != READ_TOOL:
+                        continue
                     if tool != "done" or how == "bad_answers":
-                        yield Cell(
-                            how=how, kind=kind, point="", seq=seq, events=story(kind, how, "", seq)
-                        )
+                        events = story(kind, how, "", seq, tool)
+                        yield Cell(how=how, kind=kind, point="", seq=seq, events=events)
                     continue
                 points = DECIDE_POINTS if tool == "done" else CRASH_POINTS
                 if how == "db_crash":

@@ -1,0 +1,87 @@
+"""The small scope's outage stories, and the checks they feed, each against a slip it exists
+to catch (found by mutation testing: see ARCHITECTURE.md, mutation testing).
+
+Each slip is planted in the runtime this process runs (the in-process runner's workers are
+threads): a release that frees nothing, a call tried once, a read's failure that parks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_runtime import Lease
+from agent_runtime.acting import Actor
+from agent_runtime.journal import Journal
+
+from .events import Event
+from .minimise import first_failure
+from .runners import InProcessRunner
+from .scope import story
+from .server import SuiteDatabase
+from .variants import Variant
+
+
+@pytest.fixture
+def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
+    made = InProcessRunner(suite_database.url, server=suite_database)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
+    found = first_failure(runner, events)
+    return "" if found is None else str(found)
+
+
+class KeepingJournal(Journal):
+    """A resumable stop that frees nothing: the run is taken only once its lease expires."""
+
+    def release(self, lease: Lease, reason: str, delay: float = 0.0) -> bool:
+        return False
+
+
+def test_a_stop_on_an_outage_must_leave_the_run_free(runner: InProcessRunner) -> None:
+    events = story("support", "outage", "", 1, "file_ticket")
+    assert failure(runner, events) == ""
+    runner.variant = Variant(name="keeping", summary="frees nothing", journal=KeepingJournal)
+    assert "[released] run r0" in failure(runner, events)
+
+
+def _attempts_with(
+    monkeypatch: pytest.MonkeyPatch, *, reads_only: bool = False, **changes: Any
+) -> None:
+    """Every call's attempts made as by a tool with ``changes`` (a read's, if
+    ``reads_only``)."""
+    attempts = Actor._attempts
+
+    def planted(self: Actor, lease: Lease, tool: Any, *args: Any, **kwargs: Any) -> Any:
+        if not reads_only or tool.effect == "read":
+            tool = dataclasses.replace(tool, **changes)
+        return attempts(self, lease, tool, *args, **kwargs)
+
+    monkeypatch.setattr(Actor, "_attempts", planted)
+
+
+def test_one_failed_request_must_not_stop_the_step(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = story("support", "remote_fault", "", 1, "file_ticket")
+    assert failure(runner, events) == ""
+    _attempts_with(monkeypatch, retries=0)  # the client's retry gone: one attempt
+    assert "[worker] run r0 step 1: w1 stopped with RemoteUnavailable" in failure(runner, events)
+
+
+def test_a_reads_failed_request_must_not_park_the_run(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = story("support", "remote_fault", "", 0, "lookup_order")
+    assert any(e.fault == "fail_lookups" for e in events)
+    assert failure(runner, events) == ""
+    _attempts_with(monkeypatch, reads_only=True, effect="once")  # a read's failure parks
+    assert "[parked] run r0" in failure(runner, events)
