@@ -12,12 +12,22 @@ text and its SVG go through the same function.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 FORMAT = "%(levelname)s %(message)s"
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def brief(value: Any, width: int = 80) -> str:
+    """A result as a log line shows it: its ``id`` when it has one, else its compact JSON,
+    cut to ``width`` characters (the last three ``...``)."""
+    if isinstance(value, dict) and isinstance(value.get("id"), str):
+        return str(value["id"])
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def escape(text: str) -> str:
