@@ -66,10 +66,18 @@ READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_loo
 # an operator decides a parked once call while the parked worker's zombie waits at its gate
 RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "after_intent",
                           "resolve_fail": "after_intent"}  # fmt: skip
+# A database crash right after a durable write that is no step's own: a release, an
+# adoption, a renewal (at the first kind's first step), a park, an operator's redo made the
+# worker's intent (at the once call): one cell each, where the mechanism first runs.
+DURABLE_STORIES: Final = (
+    "released_db_crash", "adopted_db_crash", "renewed_db_crash", "parked_db_crash",
+    "redone_db_crash",
+)  # fmt: skip
+AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash")
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
     "crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "cancelled", *RESOLVE_STORIES,
-    "db_crash",
+    *DURABLE_STORIES, "db_crash",
 )  # fmt: skip
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
 # A database crash sees only what is written: the journal is the same at before_decide as
@@ -137,6 +145,8 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="crash", run=0, point="after_call"),
             Event(op="restart", run=0),
         )
+    if how in DURABLE_STORIES:
+        return (start, *_before_db_crash(how, seq, fault), Event(op="db_crash"))
     if how == "bad_answers":  # the model answers garbage twice; the run is then restarted
         return (
             start,
@@ -192,6 +202,36 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
 
 
+def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
+    """What a durable story does before its database crash (its write the last one)."""
+    if how == "released_db_crash":  # an outage: the worker stops and releases the run
+        return (
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="cloud_fault", fault=fault, n=OUTAGE),
+            Event(op="step", run=0),
+        )
+    if how == "adopted_db_crash":  # the sweep's claim, adopted by the worker it starts
+        return (Event(op="crash", run=0, point="after_decide", seq=seq), Event(op="sweep"))
+    if how == "renewed_db_crash":  # the heartbeat renews the lease
+        return (
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="tick", seconds=3.0),
+        )
+    if how == "parked_db_crash":  # a restart finds the once call in doubt and parks the run
+        return (
+            Event(op="crash", run=0, point="after_intent", seq=seq),
+            Event(op="restart", run=0),
+        )
+    # redone_db_crash: parked, an operator orders a redo, the next worker makes it its intent
+    return (
+        Event(op="crash", run=0, point="after_intent", seq=seq),
+        Event(op="restart", run=0),
+        Event(op="resolve", run=0, choice="redo"),
+        Event(op="sweep", seconds=0.0),
+        Event(op="pause", run=0, point="after_intent", seq=seq),
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Cell:
     """One schedule of the grid, and where in the grid it stands."""
@@ -209,10 +249,12 @@ def grid(runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES) -> Itera
 
     Breadth first: a bug in a mechanism (fencing, the claim, the heartbeat, a retry, the
     durability of a write) shows wherever the story that exercises it can fire, so the
-    first step of one run tries every story within about a second, and only a bug of one
-    place (one point, one step, one kind) waits for the deep pass."""
+    first step of one run tries every story within about a second (and the durable
+    stories, one cell each, wherever they are), and only a bug of one place (one point,
+    one step, one kind) waits for the deep pass."""
     shallow_first = sorted(  # stable: each pass keeps the story by story order
-        _cells(runner, stories), key=lambda c: not (c.kind == KINDS[0] and c.seq == 0)
+        _cells(runner, stories),
+        key=lambda c: not ((c.kind == KINDS[0] and c.seq == 0) or c.how in DURABLE_STORIES),
     )
     yield from shallow_first
 
@@ -227,6 +269,12 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                         point = RESOLVE_STORIES[how]
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
+                    continue
+                if how in DURABLE_STORIES:
+                    once_call = ONCE_TOOL.get(kind) == tool
+                    if once_call if how in AT_ONCE_CALL else (kind, seq) == (KINDS[0], 0):
+                        events = story(kind, how, "", seq, tool)
+                        yield Cell(how=how, kind=kind, point="", seq=seq, events=events)
                     continue
                 if how in STEP_STORIES:
                     if how in READ_STORIES and tool != READ_TOOL:
