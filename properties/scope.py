@@ -191,13 +191,15 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         else:
             events.append(Event(op="step", run=0))
         return (*events, Event(op="land"), Event(op="sweep"))
-    if how == "two_runs":  # two runs of a kind at the same step, one restarted
-        return (
+    if how == "two_runs":  # two runs of a kind at the same step, one restarted; later,
+        return (  # its next confirm is its own progress, none of the other run's
             start,
             Event(op="pause", run=0, point="after_confirm", seq=seq),
             Event(op="start", run=1, agent=kind),
             Event(op="pause", run=1, point="after_confirm", seq=seq),
             Event(op="restart", run=0),
+            Event(op="tick", seconds=1.0),
+            Event(op="step", run=0),
         )
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
 
