@@ -68,7 +68,7 @@ RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "afte
                           "resolve_fail": "after_intent"}  # fmt: skip
 # A database crash right after a durable write that is no step's own: a release, an
 # adoption, a renewal (at the first kind's first step), a park, an operator's redo made the
-# worker's intent (at the once call): one cell each, where the mechanism first runs.
+# worker's intent and sent (at the once call): one cell each, where the mechanism first runs.
 DURABLE_STORIES: Final = (
     "released_db_crash", "adopted_db_crash", "renewed_db_crash", "parked_db_crash",
     "redone_db_crash",
@@ -224,13 +224,14 @@ def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
             Event(op="crash", run=0, point="after_intent", seq=seq),
             Event(op="restart", run=0),
         )
-    # redone_db_crash: parked, an operator orders a redo, the next worker makes it its intent
+    # redone_db_crash: parked, an operator orders a redo, the next worker makes it its
+    # intent and sends it: the crash must leave an intent in doubt, not a redo to send again
     return (
         Event(op="crash", run=0, point="after_intent", seq=seq),
         Event(op="restart", run=0),
         Event(op="resolve", run=0, choice="redo"),
         Event(op="sweep", seconds=0.0),
-        Event(op="pause", run=0, point="after_intent", seq=seq),
+        Event(op="pause", run=0, point="after_call", seq=seq),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -16,9 +17,11 @@ import pytest
 from agent_runtime import Lease
 from agent_runtime.acting import Actor
 from agent_runtime.journal import Journal
+from agent_runtime.queries import runtime_queries, split_named
 
 from .events import Event
 from .minimise import first_failure
+from .mutation import sqlmutants
 from .runners import InProcessRunner
 from .scope import story
 from .server import SuiteDatabase
@@ -37,6 +40,22 @@ def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
 def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
     found = first_failure(runner, events)
     return "" if found is None else str(found)
+
+
+def plant_sql(monkeypatch: pytest.MonkeyPatch, mutant_id: str) -> None:
+    """The runtime runs the SQL mutant ``mutant_id`` (the mutation report's id) of one of
+    queries.sql's statements, in this process."""
+    name = mutant_id.split(":")[1]
+    text = resources.files("agent_runtime").joinpath("sql", "queries.sql").read_text("utf-8")
+    (mutant,) = [
+        m
+        for m in sqlmutants.mutants_of_file(
+            text, "sql/queries.sql", names=[name], module="sql/queries.sql"
+        )
+        if m.id == mutant_id
+    ]
+    texts = runtime_queries()._texts  # the one statement swapped; monkeypatch undoes it
+    monkeypatch.setitem(texts, name, split_named(mutant.mutated)[name])
 
 
 class KeepingJournal(Journal):
@@ -85,3 +104,32 @@ def test_a_reads_failed_request_must_not_park_the_run(
     assert failure(runner, events) == ""
     _attempts_with(monkeypatch, reads_only=True, effect="once")  # a read's failure parks
     assert "[parked] run r0" in failure(runner, events)
+
+
+@pytest.mark.parametrize(
+    ("mutant", "how", "kind", "seq", "caught"),
+    [
+        # the progress CTE joined to every run: the other run's progress moves
+        ("record_confirm:drop_conjunct:38b398e0", "two_runs", "provisioning", 0, "[progress]"),
+        # progress written only while attempts are 0: a confirm after a claim leaves them
+        ("record_confirm:flip_comparison:6967db0c", "two_runs", "provisioning", 0, "[progress]"),
+        ("park_run:relax_commit:3a8258e3", "parked_db_crash", "once", 2, "[parked_acted]"),
+        ("release_run:relax_commit:3a8258e3", "released_db_crash", "provisioning", 0, "[lost"),
+        ("renew_lease:relax_commit:3a8258e3", "renewed_db_crash", "provisioning", 0, "[lost"),
+        ("adopt_lease:relax_commit:86db04f8", "adopted_db_crash", "provisioning", 0, "[lease"),
+        ("redo_intent:relax_commit:86db04f8", "redone_db_crash", "once", 2, "[duplicate_effect]"),
+    ],
+)
+def test_a_story_catches_the_sql_slip_it_was_written_for(
+    runner: InProcessRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    mutant: str,
+    how: str,
+    kind: str,
+    seq: int,
+    caught: str,
+) -> None:
+    events = story(kind, how, "", seq)
+    assert failure(runner, events) == ""
+    plant_sql(monkeypatch, f"sql/queries.sql:{mutant}")
+    assert caught in failure(runner, events)
