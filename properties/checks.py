@@ -9,6 +9,8 @@ plus those only the runner can judge, because it knows who ran between two snaps
 - **stranded**: no lease is extended past the death of its owner;
 - **lease_integrity**: between two claims a lease changes only by its owner's hand;
 - **claim_truth**: every claim records its reason truthfully, none during a backoff;
+- **claim_owner** (:mod:`properties.claimlog`): the claim log names each generation's
+  holder;
 - **progress** (:mod:`properties.attempts`): a confirm resets its own run's attempts, and
   nothing else moves a run's attempts or progress;
 - **parked_acted**: a run that needs attention stays exactly as it was parked (no
@@ -24,6 +26,7 @@ from datetime import datetime
 from . import baseline, invariants
 from .attempts import attempts_truth
 from .baseline import Baseline
+from .claimlog import claim_owners
 from .driving import Driving
 from .observe import Snapshot, snapshot
 from .remotes import Answer
@@ -81,6 +84,7 @@ class Checks(Driving):
         found += self._claim_checks(now)
         operated = self._operated() | self.resolved
         found += attempts_truth(self.previous, now, crashed=crashed, operated=operated)
+        found += claim_owners(self.previous, now)
         found += self._lease_changes(self.previous, now)
         found += self._parked_checks(self.previous, now)
         self.previous = now
