@@ -118,6 +118,9 @@ def test_a_reads_failed_request_must_not_park_the_run(
         ("renew_lease:relax_commit:3a8258e3", "renewed_db_crash", "provisioning", 0, "[lost"),
         ("adopt_lease:relax_commit:86db04f8", "adopted_db_crash", "provisioning", 0, "[lease"),
         ("redo_intent:relax_commit:86db04f8", "redone_db_crash", "once", 2, "[duplicate_effect]"),
+        # an adoption renames every generation's claim of its run, or only the others'
+        ("adopt_lease:drop_conjunct:22e7d00b", "overtaken", "provisioning", 0, "[claim_owner]"),
+        ("adopt_lease:flip_comparison:50e6447b", "overtaken", "provisioning", 0, "[claim_owner]"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(
@@ -129,7 +132,7 @@ def test_a_story_catches_the_sql_slip_it_was_written_for(
     seq: int,
     caught: str,
 ) -> None:
-    events = story(kind, how, "", seq)
+    events = story(kind, how, "after_intent", seq)  # a step story ignores the point
     assert failure(runner, events) == ""
     plant_sql(monkeypatch, f"sql/queries.sql:{mutant}")
     assert caught in failure(runner, events)
