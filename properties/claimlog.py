@@ -4,8 +4,8 @@ Every claim writes a row with its claimer's token; a worker that adopts a claim 
 it (a supervisor's, ``adopt_lease``) puts its own token on the run and on that row alike.
 Between two snapshots, so:
 
-- a claim row's owner changes only to its run's owner now, and only in the run's
-  current generation (an adoption);
+- a claim row's owner changes only to its run's owner now (or the run is free again: its
+  adopter stopped since), and only in the run's current generation (an adoption);
 - a running run that has an owner is named by the row of its current generation.
 """
 
@@ -24,7 +24,8 @@ def claim_owners(before: Snapshot | None, now: Snapshot) -> list[Violation]:
         row = now.runs.get(run)
         if old is None or old == owner or row is None:
             continue
-        if generation != row.generation or owner != row.owner:
+        # the adopter may have stopped since, within the same event (the run is free)
+        if generation != row.generation or owner != (row.owner or owner):
             found.append(
                 Violation(
                     "claim_owner",

@@ -34,7 +34,7 @@ other with ``fail_before``.
 The order is breadth first: every story at the first step of the first kind (41
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 601 schedules (4 kinds x 4 steps x 7
+already as short as it can be; the grid is the same every run: 606 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
 minus the points a step never reaches, the step stories, and the operator's three).
 """
@@ -212,8 +212,13 @@ def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
             Event(op="cloud_fault", fault=fault, n=OUTAGE),
             Event(op="step", run=0),
         )
-    if how == "adopted_db_crash":  # the sweep's claim, adopted by the worker it starts
-        return (Event(op="crash", run=0, point="after_decide", seq=seq), Event(op="sweep"))
+    if how == "adopted_db_crash":  # the sweep's claim, adopted by the worker it starts,
+        return (  # while a second run holds the same generation (its claim is not renamed)
+            Event(op="start", run=1),
+            Event(op="restart", run=1),
+            Event(op="crash", run=0, point="after_decide", seq=seq),
+            Event(op="sweep"),
+        )
     if how == "renewed_db_crash":  # the heartbeat renews the lease
         return (
             Event(op="pause", run=0, point="before_intent", seq=seq),

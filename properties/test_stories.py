@@ -121,6 +121,8 @@ def test_a_reads_failed_request_must_not_park_the_run(
         # an adoption renames every generation's claim of its run, or only the others'
         ("adopt_lease:drop_conjunct:22e7d00b", "overtaken", "provisioning", 0, "[claim_owner]"),
         ("adopt_lease:flip_comparison:50e6447b", "overtaken", "provisioning", 0, "[claim_owner]"),
+        # ... or every run's claim of its generation
+        ("adopt_lease:drop_conjunct:fdf6d3f5", "adopted_db_crash", "provisioning", 0, "[claim"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(
