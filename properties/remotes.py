@@ -366,8 +366,7 @@ class HttpRemotes(Remotes):
         self._post(f"{self.support_url}/admin/faults", dict(knobs))
 
     def desk_faults(self) -> dict[str, float]:
-        knobs: dict[str, float] = self._get(f"{self.support_url}/admin/faults")
-        return knobs
+        return dict(self._get(f"{self.support_url}/admin/faults"))
 
     def set_desk_faults(self, **knobs: float) -> None:
         self._post(f"{self.support_url}/admin/faults", dict(knobs))

@@ -262,8 +262,7 @@ class Support(SqliteStore):
         order = ORDERS.get(order_id)
         with self._lock, self._transaction():
             self._faults, fail = taken(self._faults, "fail_lookups")
-            found = "found" if order else UnknownOrder.code
-            found = InjectedFailure.code if fail else found
+            found = InjectedFailure.code if fail else "found" if order else UnknownOrder.code
             self._answered("lookup_order", order_id, found, generation=generation)
         if fail:
             raise InjectedFailure("fail_lookups knob: the lookup failed")
