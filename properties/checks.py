@@ -9,6 +9,10 @@ plus those only the runner can judge, because it knows who ran between two snaps
 - **stranded**: no lease is extended past the death of its owner;
 - **lease_integrity**: between two claims a lease changes only by its owner's hand;
 - **claim_truth**: every claim records its reason truthfully, none during a backoff;
+- **claim_owner** (:mod:`properties.claimlog`): the claim log names each generation's
+  holder;
+- **progress** (:mod:`properties.attempts`): a confirm resets its own run's attempts, and
+  nothing else moves a run's attempts or progress;
 - **parked_acted**: a run that needs attention stays exactly as it was parked (no
   decision, no call, no model answer, no request to any remote, no claim) until an
   operator resolves it.
@@ -20,7 +24,9 @@ from abc import abstractmethod
 from datetime import datetime
 
 from . import baseline, invariants
+from .attempts import attempts_truth
 from .baseline import Baseline
+from .claimlog import claim_owners
 from .driving import Driving
 from .observe import Snapshot, snapshot
 from .remotes import Answer
@@ -64,6 +70,7 @@ class Checks(Driving):
             (a.run, a.seq) for a in self.asks if a.fate == "journaled" and a.seq is not None
         ]
         unseen = self.shadow.lost_unseen(now, journaled)
+        crashed = self.shadow.crashed
         found += self.shadow.check_and_update(now, self.gen_before, self.clock_now)
         for run, seq in [*self.shadow.vanished, *unseen]:  # a crash took the decision back
             for ask in self.asks:
@@ -75,12 +82,19 @@ class Checks(Driving):
         found += invariants.parked_truth(now)
         found += self._lease_checks(now)
         found += self._claim_checks(now)
+        operated = self._operated() | self.resolved
+        found += attempts_truth(self.previous, now, crashed=crashed, operated=operated)
+        found += claim_owners(self.previous, now)
         found += self._lease_changes(self.previous, now)
         found += self._parked_checks(self.previous, now)
         self.previous = now
         self.moved.clear()
         self.resolved.clear()
         raise_if(found)
+
+    def _operated(self) -> set[str]:
+        """The runs an operator changed since the last check (none without operators)."""
+        return set()
 
     def _lease_checks(self, now: Snapshot) -> list[Violation]:
         """Nothing a fenced worker starts, and no lease kept alive past its owner's death."""

@@ -67,13 +67,19 @@ class Disruptions(Checks):
     def _on_cloud_fault(self, e: Event) -> str:
         knobs = self.remotes.cloud_faults()
         assert e.fault is not None
+        # Each request the knob spoils is one failed attempt; a worker stops on an outage
+        # (RemoteUnavailable) only once a call's every attempt failed: see _expected.
         if e.fault == "latency":
             seconds = e.seconds or 0.0
             self.remotes.set_cloud_faults(latency=seconds)
-            if seconds >= self.settings.tool_timeout:
-                self.cloud_faults_armed = True  # every attempt times out: RemoteUnavailable
+            if seconds >= self.settings.tool_timeout:  # every attempt times out
+                self.failures_armed += self.settings.tool_retries + 1
+        elif e.fault == "fail_lookups":
+            desk = self.remotes.desk_faults()
+            self.failures_armed += e.n or 1
+            self.remotes.set_desk_faults(fail_lookups=int(desk[e.fault]) + (e.n or 1))
         else:
-            self.cloud_faults_armed = True
+            self.failures_armed += e.n or 1
             self.holding = self.holding or e.fault == "hold_next"
             self.remotes.set_cloud_faults(**{e.fault: int(knobs[e.fault]) + (e.n or 1)})
         self._count_fault(f"cloud {e.fault}")

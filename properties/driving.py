@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Final, Literal
 
 from agent_runtime import db
+from agent_runtime.config import Settings
 
 from . import sqlfile
 from .accounting import Ask
@@ -33,6 +34,12 @@ MAX_GATES: Final = 400  # gates one drive may pass before the worker is declared
 MODEL_ERRORS: Final = frozenset({"MalformedAnswer", "UnknownTool", "InvalidArguments"})
 FENCED: Final = frozenset({"LeaseLost", "StaleGeneration"})
 NOBODY_BEATS: Final = "nobody beats"  # a tick, sweep or heartbeat no worker renewed at
+
+
+def kind_is_outage(kind: str) -> bool:
+    """A worker's resumable stop on a remote's outage (it releases the run)."""
+    return kind == "RemoteUnavailable"
+
 
 Decide = Callable[[Gate], Literal["go", "pause", "crash", "kill"]]
 
@@ -81,6 +88,7 @@ class Driving(ABC):
 
     conn: db.Connection
     remotes: Remotes
+    settings: Settings
     stats: Stats
     on_event: Callable[[str], None]
 
@@ -99,7 +107,7 @@ class Driving(ABC):
         self.known: dict[str, tuple[str | None, int]] = {}
         self.bad_answers_issued = 0  # model fault answers armed by the schedule
         self.bad_answers_used = 0  # ... and explained so far
-        self.cloud_faults_armed = False
+        self.failures_armed = 0  # requests the remotes' knobs were armed to fail, in all
 
     @abstractmethod
     def _pilot(self, start: Start) -> Pilot:
@@ -309,6 +317,8 @@ class Driving(ABC):
             w.ask.lose(f"{w.label} ended: {message.kind}", expected)
             w.ask = None
         w.deciding = None
+        if expected and kind_is_outage(message.kind) and not w.dropped:
+            self._check_released(w, message)
         if not expected:
             detail = f": {message.detail}" if message.detail else ""
             self.problems.append(
@@ -339,8 +349,8 @@ class Driving(ABC):
                 self.bad_answers_used += 1
                 return True
             return False
-        if kind == "RemoteUnavailable":
-            return self.cloud_faults_armed
+        if kind == "RemoteUnavailable":  # every attempt of one call failed
+            return self.failures_armed >= self.settings.tool_retries + 1
         if kind == "CallInFlight":  # a checked call whose earlier attempt may still land
             found = sqlfile.one(self.conn, "in_flight_release", {"run": w.run})
             return bool(found and found["explained"])
@@ -351,6 +361,27 @@ class Driving(ABC):
             waiting = row is not None and row["owner"] is None and row["lease_expires_at"]
             return bool(waiting and row is not None and row["lease_expires_at"] > row["now"])
         return False
+
+    def _check_released(self, w: WorkerRec, message: Exit) -> None:
+        """A resumable stop of the run's owner leaves the run free for the next claim: no
+        owner, still running, claimable again from its backoff (``lease_expires_at``)."""
+        row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+        if row is None or row["generation"] != self._generation(w):
+            return  # taken over meanwhile: its stop may free nothing (the release is fenced)
+        backoff = row["lease_expires_at"]
+        free = row["owner"] is None and row["status"] == "running"
+        if free and backoff is not None and backoff >= row["now"]:
+            return
+        self.problems.append(
+            Violation(
+                "released",
+                w.run,
+                w.gate.seq if w.gate else None,
+                f"{w.label} stopped with {message.kind} holding generation {row['generation']}, "
+                f"yet the run is {row['status']}, owned by {row['owner']}, lease until "
+                f"{backoff}: a resumable stop frees the run until its backoff has passed",
+            )
+        )
 
     def _mark_dropped(self, w: WorkerRec) -> None:
         w.dropped = True

@@ -38,6 +38,8 @@ op                 what happens                                    fields
                    at either remote are received and answered 504
                    ``held``: they act only at a ``land``, or
                    never once the clock passed their in-flight bound
+``cloud_fault``    ``fail_lookups``: the desk's next ``n`` order       fault, n
+                   lookups answer 500 (a ``read`` tool's outage)
 ``land``           the oldest held request acts now, after its     (none)
                    sender gave up, retried, checked or died; nobody
                    hears its answer
@@ -123,6 +125,7 @@ OPS: Final = (
     "rival_sweep",
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
+DESK_FAULTS: Final = ("fail_lookups",)  # the desk's own knob: the scope's stories arm it
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
 RESOLVE_CHOICES: Final = ("confirm", "redo", "fail")  # resolve RUN --seq N --<choice>
 _RUN_OPS: Final = frozenset(OPS) - {
@@ -182,8 +185,10 @@ class Event:
             raise ScheduleError(f"sweep seconds must be in [0, {MAX_SECONDS:.0f}]")
         if self.seq is not None and self.seq < 0:
             raise ScheduleError(f"seq must be >= 0, got {self.seq}")
-        if self.op == "cloud_fault" and self.fault not in CLOUD_FAULTS:
-            raise ScheduleError(f"cloud_fault needs fault in {', '.join(CLOUD_FAULTS)}")
+        if self.op == "cloud_fault" and self.fault not in (*CLOUD_FAULTS, *DESK_FAULTS):
+            raise ScheduleError(
+                f"cloud_fault needs fault in {', '.join((*CLOUD_FAULTS, *DESK_FAULTS))}"
+            )
         if self.op == "model_fault" and self.fault not in MODEL_FAULTS:
             raise ScheduleError(f"model_fault needs fault in {', '.join(MODEL_FAULTS)}")
         counted = self.op in ("cloud_fault", "model_fault") and self.fault != "latency"

@@ -26,6 +26,8 @@ class RunRow:
     llm_calls: int
     failure: str | None
     lease_expires_at: datetime | None = None
+    attempts: int = 0  # claims since the run last made progress
+    progress_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +94,8 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
             llm_calls=r["llm_calls"],
             failure=r["failure"],
             lease_expires_at=r["lease_expires_at"],
+            attempts=r["attempts"],
+            progress_at=r["progress_at"],
         )
         decisions[run] = {
             seq: DecisionRow(

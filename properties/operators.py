@@ -175,6 +175,9 @@ class Operators(Disruptions):
                 return True
         return super()._expected(w, message)
 
+    def _operated(self) -> set[str]:
+        return set(self.operated)
+
     def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
         """A cancel or a retry clears the owner and the lease by the operator's hand."""
         found = [v for v in super()._lease_changes(before, now) if v.run not in self.operated]

@@ -13,6 +13,7 @@ with the request's fencing generation, from the log each remote keeps in order.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
@@ -192,6 +193,13 @@ class Remotes(ABC):
         """Arm the knobs of every remote that acts: the cloud and the desk alike."""
 
     @abstractmethod
+    def desk_faults(self) -> dict[str, float]: ...
+
+    @abstractmethod
+    def set_desk_faults(self, **knobs: float) -> None:
+        """Arm a knob of the desk alone (``fail_lookups``: its reads' outage)."""
+
+    @abstractmethod
     def model_faults(self) -> dict[str, float]: ...
 
     @abstractmethod
@@ -276,6 +284,12 @@ class InProcessRemotes(Remotes):
         self.cloud.set_faults(knobs)
         self.support.set_faults(knobs)
 
+    def desk_faults(self) -> dict[str, float]:
+        return dataclasses.asdict(self.support.faults)
+
+    def set_desk_faults(self, **knobs: float) -> None:
+        self.support.set_faults(knobs)
+
     def model_faults(self) -> dict[str, float]:
         return {k: getattr(self.model.faults, k) for k in MODEL_KNOBS}
 
@@ -349,6 +363,12 @@ class HttpRemotes(Remotes):
 
     def set_cloud_faults(self, **knobs: float) -> None:
         self._post(f"{self.cloud_url}/admin/faults", dict(knobs))
+        self._post(f"{self.support_url}/admin/faults", dict(knobs))
+
+    def desk_faults(self) -> dict[str, float]:
+        return dict(self._get(f"{self.support_url}/admin/faults"))
+
+    def set_desk_faults(self, **knobs: float) -> None:
         self._post(f"{self.support_url}/admin/faults", dict(knobs))
 
     def model_faults(self) -> dict[str, float]:

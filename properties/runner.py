@@ -468,3 +468,4 @@ class ScheduleRunner(NoSupervisor, Operators):
         self.bad_answers_issued -= unused  # armed but never served: nothing to explain
         self.remotes.set_model_faults(**dict.fromkeys(left, 0))
         self.remotes.set_cloud_faults(fail_before=0, drop_after=0, latency=0.0, hold_next=0)
+        self.remotes.set_desk_faults(fail_lookups=0)

@@ -24,13 +24,17 @@ run parked by the sweep's worker, the operator decides while the frozen one wait
 wakes, the run is claimed and its new worker dies after its next call, then restarts;
 and, once per step, three stories that place a fault themselves: ``bad_answers`` (the
 model answers garbage twice before the step, then the run is restarted), ``remote_fault``
-(one failed request before the step's call: the client's own retry), ``two_runs`` (two
-runs of the kind at the same step, one restarted).
+(one failed request before the step's call: the client's own retry must get past it),
+``outage`` (every attempt fails: the worker stops resumably and must leave the run free),
+``stale_outage`` (at a read's step only: an outpaced worker's read meets an outage, and its
+stop must free nothing of its successor's run), ``two_runs`` (two runs of the kind at the
+same step, one restarted). A read's step is spoiled with the desk's ``fail_lookups``, every
+other with ``fail_before``.
 
 The order is breadth first: every story at the first step of the first kind (41
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 563 schedules (4 kinds x 4 steps x 7
+already as short as it can be; the grid is the same every run: 606 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
 minus the points a step never reaches, the step stories, and the operator's three).
 """
@@ -53,14 +57,27 @@ from .minimise import first_failure
 from .runner import SETTINGS, ScheduleRunner
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
-STEP_STORIES: Final = ("bad_answers", "remote_fault", "two_runs", "held_killed", "held_retried")
+STEP_STORIES: Final = (
+    "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
+    "held_retried",
+)  # fmt: skip
+READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
+READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
 # an operator decides a parked once call while the parked worker's zombie waits at its gate
 RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "after_intent",
                           "resolve_fail": "after_intent"}  # fmt: skip
+# A database crash right after a durable write that is no step's own: a release, an
+# adoption, a renewal (at the first kind's first step), a park, an operator's redo made the
+# worker's intent and sent (at the once call): one cell each, where the mechanism first runs.
+DURABLE_STORIES: Final = (
+    "released_db_crash", "adopted_db_crash", "renewed_db_crash", "parked_db_crash",
+    "redone_db_crash",
+)  # fmt: skip
+AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash")
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
     "crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "cancelled", *RESOLVE_STORIES,
-    "db_crash",
+    *DURABLE_STORIES, "db_crash",
 )  # fmt: skip
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
 # A database crash sees only what is written: the journal is the same at before_decide as
@@ -71,10 +88,11 @@ OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole c
 ONCE_TOOL: Final = {"once": "send_email"}  # the kind whose call parks the run, and its tool
 
 
-def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
+def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Event, ...]:
     """One disruption of run r0 (of ``kind``) at ``point`` of step ``seq`` (a step story
-    ignores ``point``: it places its fault itself)."""
+    ignores ``point``: it places its fault itself, by the step's ``tool``)."""
     start = Event(op="start", run=0, agent=kind)
+    fault = "fail_lookups" if tool == READ_TOOL else "fail_before"
     if how == "crash":
         return (
             start,
@@ -127,6 +145,8 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
             Event(op="crash", run=0, point="after_call"),
             Event(op="restart", run=0),
         )
+    if how in DURABLE_STORIES:
+        return (start, *_before_db_crash(how, seq, fault), Event(op="db_crash"))
     if how == "bad_answers":  # the model answers garbage twice; the run is then restarted
         return (
             start,
@@ -135,12 +155,23 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
             Event(op="step", run=0),
             Event(op="restart", run=0),
         )
-    if how == "remote_fault":  # one failed request: the client's own retry
+    if how in ("remote_fault", "outage"):
+        # remote_fault: one failed request, which the client's own retry gets past (the
+        # step must finish); outage: every attempt fails, the worker stops resumably and
+        # must leave the run free (a once call parks instead)
         return (
             start,
             Event(op="pause", run=0, point="before_intent", seq=seq),
-            Event(op="cloud_fault", fault="fail_before", n=1),
+            Event(op="cloud_fault", fault=fault, n=1 if how == "remote_fault" else OUTAGE),
             Event(op="step", run=0),
+        )
+    if how == "stale_outage":  # an outpaced worker's read meets an outage: its stop frees
+        return (  # nothing of the run its successor holds
+            start,
+            Event(op="pause", run=0, point="after_intent", seq=seq),
+            Event(op="restart", run=0),
+            Event(op="cloud_fault", fault=fault, n=OUTAGE),
+            Event(op="resume", run=0),
         )
     if how in ("held_retried", "held_killed"):
         # The step's request is held at its remote (its sender sees a 504): the worker's
@@ -160,15 +191,53 @@ def story(kind: str, how: str, point: str, seq: int) -> tuple[Event, ...]:
         else:
             events.append(Event(op="step", run=0))
         return (*events, Event(op="land"), Event(op="sweep"))
-    if how == "two_runs":  # two runs of a kind at the same step, one restarted
-        return (
+    if how == "two_runs":  # two runs of a kind at the same step, one restarted; later,
+        return (  # its next confirm is its own progress, none of the other run's
             start,
             Event(op="pause", run=0, point="after_confirm", seq=seq),
             Event(op="start", run=1, agent=kind),
             Event(op="pause", run=1, point="after_confirm", seq=seq),
             Event(op="restart", run=0),
+            Event(op="tick", seconds=1.0),
+            Event(op="step", run=0),
         )
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
+
+
+def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
+    """What a durable story does before its database crash (its write the last one)."""
+    if how == "released_db_crash":  # an outage: the worker stops and releases the run
+        return (
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="cloud_fault", fault=fault, n=OUTAGE),
+            Event(op="step", run=0),
+        )
+    if how == "adopted_db_crash":  # the sweep's claim, adopted by the worker it starts,
+        return (  # while a second run holds the same generation (its claim is not renamed)
+            Event(op="start", run=1),
+            Event(op="restart", run=1),
+            Event(op="crash", run=0, point="after_decide", seq=seq),
+            Event(op="sweep"),
+        )
+    if how == "renewed_db_crash":  # the heartbeat renews the lease
+        return (
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="tick", seconds=3.0),
+        )
+    if how == "parked_db_crash":  # a restart finds the once call in doubt and parks the run
+        return (
+            Event(op="crash", run=0, point="after_intent", seq=seq),
+            Event(op="restart", run=0),
+        )
+    # redone_db_crash: parked, an operator orders a redo, the next worker makes it its
+    # intent and sends it: the crash must leave an intent in doubt, not a redo to send again
+    return (
+        Event(op="crash", run=0, point="after_intent", seq=seq),
+        Event(op="restart", run=0),
+        Event(op="resolve", run=0, choice="redo"),
+        Event(op="sweep", seconds=0.0),
+        Event(op="pause", run=0, point="after_call", seq=seq),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,10 +257,12 @@ def grid(runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES) -> Itera
 
     Breadth first: a bug in a mechanism (fencing, the claim, the heartbeat, a retry, the
     durability of a write) shows wherever the story that exercises it can fire, so the
-    first step of one run tries every story within about a second, and only a bug of one
-    place (one point, one step, one kind) waits for the deep pass."""
+    first step of one run tries every story within about a second (and the durable
+    stories, one cell each, wherever they are), and only a bug of one place (one point,
+    one step, one kind) waits for the deep pass."""
     shallow_first = sorted(  # stable: each pass keeps the story by story order
-        _cells(runner, stories), key=lambda c: not (c.kind == KINDS[0] and c.seq == 0)
+        _cells(runner, stories),
+        key=lambda c: not ((c.kind == KINDS[0] and c.seq == 0) or c.how in DURABLE_STORIES),
     )
     yield from shallow_first
 
@@ -207,11 +278,18 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
                     continue
+                if how in DURABLE_STORIES:
+                    once_call = ONCE_TOOL.get(kind) == tool
+                    if once_call if how in AT_ONCE_CALL else (kind, seq) == (KINDS[0], 0):
+                        events = story(kind, how, "", seq, tool)
+                        yield Cell(how=how, kind=kind, point="", seq=seq, events=events)
+                    continue
                 if how in STEP_STORIES:
+                    if how in READ_STORIES and tool != READ_TOOL:
+                        continue
                     if tool != "done" or how == "bad_answers":
-                        yield Cell(
-                            how=how, kind=kind, point="", seq=seq, events=story(kind, how, "", seq)
-                        )
+                        events = story(kind, how, "", seq, tool)
+                        yield Cell(how=how, kind=kind, point="", seq=seq, events=events)
                     continue
                 points = DECIDE_POINTS if tool == "done" else CRASH_POINTS
                 if how == "db_crash":

@@ -6,7 +6,15 @@ from agent_runtime.crash import CRASH_POINTS
 
 from .agents import KINDS
 from .runners import InProcessRunner
-from .scope import POINT_STORIES, RESOLVE_STORIES, STEP_STORIES, STORIES, WRITTEN_AT, grid
+from .scope import (
+    DURABLE_STORIES,
+    POINT_STORIES,
+    RESOLVE_STORIES,
+    STEP_STORIES,
+    STORIES,
+    WRITTEN_AT,
+    grid,
+)
 
 
 def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
@@ -37,4 +45,10 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
         assert (kind, "crash", "after_intent", len(tools) - 1) not in seen  # never reached
     for how, point in RESOLVE_STORIES.items():
         assert ("once", how, point, 2) in seen
-    assert set(STORIES) == set(POINT_STORIES) | set(STEP_STORIES) | set(RESOLVE_STORIES)
+    for how in DURABLE_STORIES:  # one cell each, the last event a database crash
+        cells = [c for c in grid(inprocess_runner) if c.how == how]
+        assert len(cells) == 1 and cells[0].events[-1].op == "db_crash", how
+    assert ("support", "stale_outage", "after_intent", 0) in seen  # the read's step only
+    assert ("support", "stale_outage", "after_intent", 1) not in seen
+    stories = (*POINT_STORIES, *STEP_STORIES, *RESOLVE_STORIES, *DURABLE_STORIES)
+    assert set(STORIES) == set(stories)

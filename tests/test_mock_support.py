@@ -253,6 +253,24 @@ def test_fail_before_refuses_tickets_and_sends_without_acting_but_spares_reads(
     assert file(support_http).status_code == 201
 
 
+def test_fail_lookups_fails_the_next_order_lookups_alone_and_logs_them(
+    support_http: httpx.Client, support: Support
+) -> None:
+    support_http.post("/admin/faults", json={"fail_lookups": 2})
+
+    first, second = (support_http.get("/v1/orders/A-1001") for _ in range(2))
+    ticket = file(support_http)
+    third = support_http.get("/v1/orders/A-1001")
+
+    assert [first.status_code, second.status_code, third.status_code] == [500, 500, 200]
+    assert first.json()["error"] == "injected_failure"
+    assert ticket.status_code == 201  # tickets and sends are not its business
+    assert third.json()["id"] == "A-1001"
+    assert support_http.get("/admin/faults").json()["fail_lookups"] == 0
+    lookups = [a.answer for a in support.answers() if a.op == "lookup_order"]
+    assert lookups == ["injected_failure", "injected_failure", "found"]
+
+
 def test_drop_after_delivers_then_loses_the_answer_and_the_check_sees_it(
     support_http: httpx.Client, support: Support
 ) -> None:
@@ -309,6 +327,7 @@ def test_a_faults_call_replaces_only_the_fields_it_names(support_http: httpx.Cli
         "hang": 30.0,
         "send_latency": 0.0,
         "hold_next": 0,
+        "fail_lookups": 0,
     }
     assert support_http.get("/admin/faults").json() == shown
 

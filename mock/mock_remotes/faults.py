@@ -46,6 +46,7 @@ class SupportFaults:
     send_latency: float = 0.0  # seconds every send (not a ticket) waits before acting: the
     # email still lands after its sender timed out, died or checked (a request in flight)
     hold_next: int = 0  # next n tickets/sends: answered 504 held, acted only at a landing
+    fail_lookups: int = 0  # next n order lookups: 500 injected_failure (a read's outage)
 
 
 _Knobs = TypeVar("_Knobs", CloudFaults, ModelFaults, SupportFaults)

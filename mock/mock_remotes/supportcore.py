@@ -16,7 +16,8 @@ and a log of every answer the desk gave (`answers`): a lookup, a ticket, a send,
 a check, or the refusal of one. Knobs (`SupportFaults`) act on tickets and sends
 only, like the cloud's on its creates: `fail_before` refuses with 500 before
 acting, `drop_after` acts, commits, then loses the answer, `latency` waits first,
-`send_latency` makes a send alone wait first (the request acts after its sender gave up).
+`send_latency` makes a send alone wait first (the request acts after its sender gave up);
+`fail_lookups` alone acts on order lookups: the next n answer 500 (a read's outage).
 """
 
 from __future__ import annotations
@@ -260,8 +261,11 @@ class Support(SqliteStore):
         """The order `order_id` from the catalogue, else `UnknownOrder`."""
         order = ORDERS.get(order_id)
         with self._lock, self._transaction():
-            found = "found" if order else UnknownOrder.code
+            self._faults, fail = taken(self._faults, "fail_lookups")
+            found = InjectedFailure.code if fail else "found" if order else UnknownOrder.code
             self._answered("lookup_order", order_id, found, generation=generation)
+        if fail:
+            raise InjectedFailure("fail_lookups knob: the lookup failed")
         if order is None:
             known = ", ".join(ORDERS)
             raise UnknownOrder(f"no order {order_id!r}; the catalogue holds {known}")

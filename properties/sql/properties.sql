@@ -14,6 +14,7 @@ VACUUM runs, decisions, tool_calls, model_answers, run_claims;
 -- name: snapshot
 -- Everything observable in the journal at one instant, one row per run.
 SELECT r.id, r.status, r.owner, r.generation, r.llm_calls, r.failure, r.lease_expires_at,
+       r.attempts, r.progress_at,
        coalesce((SELECT jsonb_agg(jsonb_build_array(d.seq, d.tool, d.args, d.llm_call,
                                                     d.generation, d.call_id) ORDER BY d.seq)
                  FROM decisions d WHERE d.run_id = r.id), '[]') AS decisions,

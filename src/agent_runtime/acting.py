@@ -46,7 +46,6 @@ on record. Any other exception is a clear failure of the call: it is confirmed a
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -63,20 +62,13 @@ from .errors import (
 )
 from .journal import Journal
 from .journalable import problem
+from .logfmt import brief
 from .records import Decision, Lease, ToolCall
 from .tooldef import Call, Result, Tool
 
 log = logging.getLogger(__name__)
 
 FAILED = "failed"  # the state and remote status of a call that failed for certain
-
-
-def shown(value: Any) -> str:
-    """A result as a log line shows it: its id when it has one, else compact JSON."""
-    if isinstance(value, dict) and isinstance(value.get("id"), str):
-        return str(value["id"])
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _journalable(
@@ -188,7 +180,7 @@ class Actor:
             lease.run_id,
             seq,
             call.idem_key,
-            shown(result.value),
+            brief(result.value),
             result.status,
         )
         self.crash.reached("after_confirm", seq)

@@ -17,13 +17,23 @@ Nor can a value make a line unreadable by its length: every value of a record (e
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 FORMAT = "%(levelname)s %(message)s"
 VALUE_LIMIT = 2000  # characters of one logged value kept on its line; the rest is cut
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def brief(value: Any, width: int = 80) -> str:
+    """A result as a log line shows it: its ``id`` when it has one, else its compact JSON,
+    cut to ``width`` characters (the last three ``...``)."""
+    if isinstance(value, dict) and isinstance(value.get("id"), str):
+        return str(value["id"])
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def escape(text: str) -> str:

@@ -1,0 +1,140 @@
+"""The small scope's outage stories, and the checks they feed, each against a slip it exists
+to catch (found by mutation testing: see ARCHITECTURE.md, mutation testing).
+
+Each slip is planted in the runtime this process runs (the in-process runner's workers are
+threads): a release that frees nothing, a call tried once, a read's failure that parks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from agent_runtime import Lease
+from agent_runtime.acting import Actor
+from agent_runtime.journal import Journal
+from agent_runtime.queries import runtime_queries, split_named
+
+from .events import Event
+from .minimise import first_failure
+from .mutation import sqlmutants
+from .runners import InProcessRunner
+from .scope import story
+from .server import SuiteDatabase
+from .variants import Variant
+
+
+@pytest.fixture
+def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
+    made = InProcessRunner(suite_database.url, server=suite_database)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
+    found = first_failure(runner, events)
+    return "" if found is None else str(found)
+
+
+def plant_sql(monkeypatch: pytest.MonkeyPatch, mutant_id: str) -> None:
+    """The runtime runs the SQL mutant ``mutant_id`` (the mutation report's id) of one of
+    queries.sql's statements, in this process."""
+    name = mutant_id.split(":")[1]
+    text = resources.files("agent_runtime").joinpath("sql", "queries.sql").read_text("utf-8")
+    (mutant,) = [
+        m
+        for m in sqlmutants.mutants_of_file(
+            text, "sql/queries.sql", names=[name], module="sql/queries.sql"
+        )
+        if m.id == mutant_id
+    ]
+    texts = runtime_queries()._texts  # the one statement swapped; monkeypatch undoes it
+    monkeypatch.setitem(texts, name, split_named(mutant.mutated)[name])
+
+
+class KeepingJournal(Journal):
+    """A resumable stop that frees nothing: the run is taken only once its lease expires."""
+
+    def release(self, lease: Lease, reason: str, delay: float = 0.0) -> bool:
+        return False
+
+
+def test_a_stop_on_an_outage_must_leave_the_run_free(runner: InProcessRunner) -> None:
+    events = story("support", "outage", "", 1, "file_ticket")
+    assert failure(runner, events) == ""
+    runner.variant = Variant(name="keeping", summary="frees nothing", journal=KeepingJournal)
+    assert "[released] run r0" in failure(runner, events)
+
+
+def _attempts_with(
+    monkeypatch: pytest.MonkeyPatch, *, reads_only: bool = False, **changes: Any
+) -> None:
+    """Every call's attempts made as by a tool with ``changes`` (a read's, if
+    ``reads_only``)."""
+    attempts = Actor._attempts
+
+    def planted(self: Actor, lease: Lease, tool: Any, *args: Any, **kwargs: Any) -> Any:
+        if not reads_only or tool.effect == "read":
+            tool = dataclasses.replace(tool, **changes)
+        return attempts(self, lease, tool, *args, **kwargs)
+
+    monkeypatch.setattr(Actor, "_attempts", planted)
+
+
+def test_one_failed_request_must_not_stop_the_step(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = story("support", "remote_fault", "", 1, "file_ticket")
+    assert failure(runner, events) == ""
+    _attempts_with(monkeypatch, retries=0)  # the client's retry gone: one attempt
+    assert "[worker] run r0 step 1: w1 stopped with RemoteUnavailable" in failure(runner, events)
+
+
+def test_a_reads_failed_request_must_not_park_the_run(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = story("support", "remote_fault", "", 0, "lookup_order")
+    assert any(e.fault == "fail_lookups" for e in events)
+    assert failure(runner, events) == ""
+    _attempts_with(monkeypatch, reads_only=True, effect="once")  # a read's failure parks
+    assert "[parked] run r0" in failure(runner, events)
+
+
+@pytest.mark.parametrize(
+    ("mutant", "how", "kind", "seq", "caught"),
+    [
+        # the progress CTE joined to every run: the other run's progress moves
+        ("record_confirm:drop_conjunct:38b398e0", "two_runs", "provisioning", 0, "[progress]"),
+        # progress written only while attempts are 0: a confirm after a claim leaves them
+        ("record_confirm:flip_comparison:6967db0c", "two_runs", "provisioning", 0, "[progress]"),
+        ("park_run:relax_commit:3a8258e3", "parked_db_crash", "once", 2, "[parked_acted]"),
+        ("release_run:relax_commit:3a8258e3", "released_db_crash", "provisioning", 0, "[lost"),
+        ("renew_lease:relax_commit:3a8258e3", "renewed_db_crash", "provisioning", 0, "[lost"),
+        ("adopt_lease:relax_commit:86db04f8", "adopted_db_crash", "provisioning", 0, "[lease"),
+        ("redo_intent:relax_commit:86db04f8", "redone_db_crash", "once", 2, "[duplicate_effect]"),
+        # an adoption renames every generation's claim of its run, or only the others'
+        ("adopt_lease:drop_conjunct:22e7d00b", "overtaken", "provisioning", 0, "[claim_owner]"),
+        ("adopt_lease:flip_comparison:50e6447b", "overtaken", "provisioning", 0, "[claim_owner]"),
+        # ... or every run's claim of its generation
+        ("adopt_lease:drop_conjunct:fdf6d3f5", "adopted_db_crash", "provisioning", 0, "[claim"),
+    ],
+)
+def test_a_story_catches_the_sql_slip_it_was_written_for(
+    runner: InProcessRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    mutant: str,
+    how: str,
+    kind: str,
+    seq: int,
+    caught: str,
+) -> None:
+    events = story(kind, how, "after_intent", seq)  # a step story ignores the point
+    assert failure(runner, events) == ""
+    plant_sql(monkeypatch, f"sql/queries.sql:{mutant}")
+    assert caught in failure(runner, events)
