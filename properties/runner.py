@@ -410,7 +410,12 @@ class ScheduleRunner(NoSupervisor, Operators):
             statuses = self._statuses()
             unfinished = [r for r in self.started if statuses.get(r) in ("pending", "running")]
             if not unfinished:
-                return
+                if not any(statuses.get(r) == "needs_attention" for r in self.started):
+                    return
+                # a redo refused while the call's request may still land: the operator
+                # waits out the in-flight bound, then resolves it on the next pass
+                self._advance(self.settings.in_flight + 1)
+                continue
             # every worker of these is gone: one lease and the longest backoff later, all
             # of them must be claimable
             self._advance(self.settings.lease + self.settings.run_backoff_cap + 1)
