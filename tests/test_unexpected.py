@@ -75,6 +75,7 @@ def test_a_supervised_worker_that_raises_says_why_records_it_and_the_run_goes_on
     assert mock_servers.resources("buggy")["total"] == 3
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_supervised_worker_that_raises_before_holding_its_run_is_recorded_by_the_supervisor(
     agent: Agent, conn: Any, supervisors: Any
 ) -> None:
