@@ -143,7 +143,8 @@ def test_a_model_that_stays_down_fails_a_run_only_after_its_attempts_and_ten_min
     assert run["trying_for"] >= 600
     assert run["failure"].startswith(f"gave up after {run['attempts']} attempts in ")
     assert "s without progress: ModelUnavailable: cannot reach the model" in run["failure"]
-    assert "gave-up run=down" in sup.text
+    # The supervisor commits the failure, then logs it: the line may still be on its way.
+    wait_for("the gave-up line", lambda: "gave-up run=down" in sup.text)
 
 
 @pytest.mark.usefixtures("frozen_clock")
