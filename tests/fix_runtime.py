@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from agent_runtime import db
+from agent_runtime import clock, db
 from agent_runtime.journal import Journal
 from agent_runtime.records import Lease
 
@@ -49,6 +50,36 @@ def conn(database_url: str) -> Iterator[db.Connection]:
         db.ensure_schema(c)
         reset_journal(c)
         yield c
+
+
+@pytest.fixture
+def frozen_clock(conn: db.Connection) -> Iterator[datetime]:
+    """The database clock stopped for the whole test (``clock.freeze``), so a lease,
+    backoff or give-up passes when the test advances it and never because the machine
+    was slow; worker and supervisor processes read the same ``cr_clock`` row."""
+    at = clock.freeze(conn)
+    yield at
+    clock.thaw(conn)
+
+
+def _advance_only_a_frozen_clock(real: Callable[..., datetime]) -> Callable[..., datetime]:
+    def advance(conn: db.Connection, seconds: float) -> datetime:
+        if clock.frozen_at(conn) is None:
+            pytest.fail(
+                "clock.advance on a running clock: what it expires then depends on how fast "
+                "the machine is; freeze it first (the frozen_clock fixture or clock.freeze)",
+                pytrace=False,
+            )
+        return real(conn, seconds)
+
+    return advance
+
+
+@pytest.fixture(autouse=True)
+def advance_needs_a_frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule of ARCHITECTURE.md's testing section, checked where it is broken: a test
+    that moves ``cr_now()`` has stopped it first."""
+    monkeypatch.setattr(clock, "advance", _advance_only_a_frozen_clock(clock.advance))
 
 
 @dataclass(frozen=True)

@@ -398,6 +398,7 @@ def test_the_give_up_clock_starts_at_the_first_attempt_after_the_last_progress(
 # -- the command line ------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_run_backing_off_is_refused_by_run_with_when_and_how_then_finishes(
     agent: Agent, conn: Any, mock_servers: Any
 ) -> None:

@@ -49,6 +49,7 @@ def test_a_crash_seq_that_is_not_a_number_is_refused(agent: Agent, conn: Any) ->
     assert "CRASH_SEQ must be a whole number" in result.out
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_malformed_model_answer_stops_the_run_with_nothing_journaled(
     agent: Agent, conn: Any, mock_servers: Any
 ) -> None:
@@ -110,6 +111,7 @@ def test_a_cloud_that_acts_then_times_out_ends_with_one_resource(
     assert "remote=already_done" in result.lines("confirmed")[0]
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_cloud_that_never_answers_leaves_the_intent_for_the_restart(
     agent: Agent, conn: Any, mock_servers: Any
 ) -> None:

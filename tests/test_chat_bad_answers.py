@@ -252,6 +252,7 @@ def finishes_afterwards(conn: db.Connection, cloud: Cloud, model: Model) -> None
 
 
 @pytest.mark.parametrize("case", list(BAD_ANSWERS))
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_bad_answer_is_a_specific_error_that_journals_nothing_and_loses_nothing(
     case: str, conn: db.Connection, cloud: Cloud
 ) -> None:
@@ -286,6 +287,7 @@ def test_a_transient_refusal_is_asked_again_after_growing_waits(
     assert model.calls(RUN) == 3  # the refused attempts never reached the model
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_model_that_keeps_failing_stops_the_run_resumably_after_the_retries(
     conn: db.Connection, cloud: Cloud
 ) -> None:
@@ -302,6 +304,7 @@ def test_a_model_that_keeps_failing_stops_the_run_resumably_after_the_retries(
     finishes_afterwards(conn, cloud, model)
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_model_that_never_answers_in_time_is_retried_then_stops_the_run_resumably(
     conn: db.Connection, cloud: Cloud
 ) -> None:

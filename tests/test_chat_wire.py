@@ -186,6 +186,7 @@ def test_a_base_url_ending_in_v1_reaches_chat_completions(suffix: str, served: A
     assert {e.path for e in wire.exchanges} == {"/v1/chat/completions"}
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_base_url_without_v1_is_a_wrong_endpoint_that_stops_the_run_resumably(
     served: Any, conn: db.Connection
 ) -> None:

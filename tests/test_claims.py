@@ -64,6 +64,7 @@ def _held(journal: Journal, run_id: str, owner: str) -> Lease:
     return lease
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_each_way_of_claiming_a_run_records_its_own_reason(conn: Any) -> None:
     journal = Journal(conn)
     journal.create_run("r")
@@ -83,6 +84,7 @@ def test_each_way_of_claiming_a_run_records_its_own_reason(conn: Any) -> None:
     assert _reasons(conn, "r") == ["first", "handed_back", "expired", "owner_dead", "forced"]
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_the_supervisors_claims_record_first_handed_back_and_expired(conn: Any) -> None:
     journal = Journal(conn)
     journal.create_run("new")

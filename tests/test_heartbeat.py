@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import pytest
+
 from agent_runtime import clock, db
 from agent_runtime.journal import Journal
 from agent_runtime.lease import Heartbeat
@@ -31,6 +33,7 @@ def _claimed(conn: Any, run: str, owner: str) -> Lease:
     return lease
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_the_owners_beat_moves_its_lease_past_the_clock(conn: Any, database_url: str) -> None:
     lease = _claimed(conn, "hb-owner", "w1")
     heartbeat = _heartbeat(database_url, lease)
@@ -45,6 +48,7 @@ def test_the_owners_beat_moves_its_lease_past_the_clock(conn: Any, database_url:
         heartbeat.stop()
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_beat_after_a_takeover_fails_and_marks_the_worker_fenced(
     conn: Any, database_url: str
 ) -> None:

@@ -13,7 +13,6 @@ import functools
 import os
 import re
 import signal
-import time
 from typing import Any
 
 import pytest
@@ -46,6 +45,7 @@ def _claims(conn: Any, run_id: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("spawn", ["pool", "fork", "exec"])
+@pytest.mark.usefixtures("frozen_clock")
 def test_workers_stopped_holding_runs_are_killed_once_their_leases_run_out_and_the_runs_finish(
     spawn: str, agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
@@ -83,6 +83,7 @@ def test_workers_stopped_holding_runs_are_killed_once_their_leases_run_out_and_t
         assert len(_started(sup)) >= 4  # both killed workers were replaced
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_worker_whose_tool_never_returns_is_killed_after_the_stuck_bound_and_its_run_finishes(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
@@ -114,6 +115,7 @@ def test_a_worker_whose_tool_never_returns_is_killed_after_the_stuck_bound_and_i
     _assert_each_step_once(conn, mock_servers, "wedged")
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_stopped_worker_whose_run_another_claim_took_is_killed_one_lease_later(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
@@ -129,7 +131,8 @@ def test_a_stopped_worker_whose_run_another_claim_took_is_killed_one_lease_later
         clock.advance(conn, 13)
         assert Journal(conn).claim("taken", "elsewhere:1:other", 12.0) is not None
     mock_servers.set_model_faults(latency=0)
-    time.sleep(1.0)  # ten polls: the supervisor sees the run lost to its stopped worker
+    # The supervisor has seen the run lost to its stopped worker: its one lease starts.
+    wait_for("the run seen lost", lambda: f"worker-lost run=taken pid={pid} " in sup.text)
     assert "worker-hung" not in sup.text  # a fenced worker gets one lease to report
     clock.advance(conn, 13)  # one lease later (and past the other claim's lease)
     [(run_id, killed)] = wait_for("the worker killed", lambda: LOST.findall(sup.text))

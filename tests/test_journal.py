@@ -54,6 +54,7 @@ def test_an_empty_database_is_reported_as_having_no_schema(conn: Any, database_u
         conn.execute("DROP DATABASE cr_empty")
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_write_under_an_old_generation_changes_nothing(conn: Any) -> None:
     journal = Journal(conn)
     journal.create_run("r")
@@ -77,6 +78,7 @@ def test_a_write_under_an_old_generation_changes_nothing(conn: Any) -> None:
     assert journal.require_run("r").llm_calls == 1
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_live_lease_is_not_claimable_until_the_clock_passes_it(conn: Any) -> None:
     journal = Journal(conn)
     journal.create_run("r")
@@ -88,6 +90,7 @@ def test_a_live_lease_is_not_claimable_until_the_clock_passes_it(conn: Any) -> N
     assert journal.claim("r", "b:2:y", 12.0) is not None
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_renewed_lease_outlives_the_original_expiry(conn: Any) -> None:
     journal = Journal(conn)
     journal.create_run("r")

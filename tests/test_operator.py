@@ -80,6 +80,7 @@ def _svg(path: Path) -> tuple[ET.Element, list[str]]:
 # -- a run left in doubt by a real crash ---------------------------------------------------
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_an_after_call_crash_is_shown_in_doubt_then_resolved_under_the_same_key(
     agent: Agent, database_url: str, mock_servers: Any, tmp_path: Path
 ) -> None:
@@ -178,6 +179,7 @@ def test_the_timeline_of_a_crash_and_resume_shows_each_step_the_death_and_the_ta
 # -- live owners, the clock, resolve --------------------------------------------------------
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_resolve_refuses_a_live_owner_unless_told_to_take_over_and_then_fences_it(
     agent: Agent, conn: Any, database_url: str, mock_servers: Any
 ) -> None:
@@ -205,6 +207,7 @@ def test_resolve_refuses_a_live_owner_unless_told_to_take_over_and_then_fences_i
         journal.record_decision(live, 1, "create_server", dict(SERVER))
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_show_says_the_lease_expired_once_the_database_clock_passes_it(
     conn: Any, database_url: str
 ) -> None:
@@ -226,6 +229,7 @@ def test_show_says_the_lease_expired_once_the_database_clock_passes_it(
     assert "presumed dead" in expired.stdout
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_resolve_with_nothing_in_doubt_claims_nothing(conn: Any, database_url: str) -> None:
     journal = Journal(conn)
     lease = _claimed(journal, "calm", ELSEWHERE)
@@ -242,6 +246,7 @@ def test_resolve_with_nothing_in_doubt_claims_nothing(conn: Any, database_url: s
 # -- runs -----------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_runs_lists_owner_lease_counts_and_filters_by_status(conn: Any, database_url: str) -> None:
     journal = Journal(conn)
     journal.create_run("a-pending")
@@ -344,6 +349,7 @@ def test_a_worker_cancelled_mid_run_stops_at_its_next_write_and_changes_nothing(
     assert "cancelled at " in shown and "so it will never be called" in shown
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_cancel_from_the_command_line_is_final_and_idempotent(conn: Any, database_url: str) -> None:
     journal = Journal(conn)
     lease = _claimed(journal, "c2", ELSEWHERE)

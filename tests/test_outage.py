@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from agent_runtime import clock
 from agent_runtime.journal import Journal
 
@@ -70,6 +72,7 @@ def _each_step_once(conn: Any, mock_servers: Any, run_id: str) -> None:
     assert [c["state"] for c in rows["calls"]] == ["confirmed"] * 3
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_model_outage_of_three_seconds_fails_none_of_twenty_runs_in_flight(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any, outage_proxy: Any
 ) -> None:
@@ -84,7 +87,7 @@ def test_a_model_outage_of_three_seconds_fails_none_of_twenty_runs_in_flight(
     wait_for("runs in flight", lambda: _confirms(conn, runs) >= 10)
 
     model.down()
-    time.sleep(OUTAGE)  # the outage itself: real seconds in which nothing answers
+    time.sleep(OUTAGE)  # real time: the outage itself, seconds in which nothing answers
     model.up()
     mock_servers.set_model_faults(latency=0)
     _settle(conn, runs, sup)
@@ -109,6 +112,7 @@ def _run(conn: Any, run_id: str) -> dict[str, Any]:
     return dict(row)
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_model_that_stays_down_fails_a_run_only_after_its_attempts_and_ten_minutes(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any, outage_proxy: Any
 ) -> None:
@@ -139,9 +143,11 @@ def test_a_model_that_stays_down_fails_a_run_only_after_its_attempts_and_ten_min
     assert run["trying_for"] >= 600
     assert run["failure"].startswith(f"gave up after {run['attempts']} attempts in ")
     assert "s without progress: ModelUnavailable: cannot reach the model" in run["failure"]
-    assert "gave-up run=down" in sup.text
+    # The supervisor commits the failure, then logs it: the line may still be on its way.
+    wait_for("the gave-up line", lambda: "gave-up run=down" in sup.text)
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_run_that_kills_its_worker_every_time_is_resumed_once_at_once_then_waits(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:

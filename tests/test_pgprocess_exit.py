@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 CHILD = """
-import subprocess, sys, time
+import os, subprocess, sys
 from agent_runtime import pgprocess
 child = subprocess.Popen([sys.executable, "-c", "pass"])
 pgprocess.adopt_child(child)
-time.sleep(0.3)  # it has ended; nobody polled it
+os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # it has ended; nobody reaped it
 """
 
 

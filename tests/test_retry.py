@@ -36,6 +36,7 @@ def _row(conn: Any, run_id: str) -> dict[str, Any]:
     return dict(row)
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_run_failed_by_a_wrong_cloud_url_finishes_once_the_url_is_fixed_and_retried(
     agent: Agent, conn: Any, database_url: str, mock_servers: Any, supervisors: Any, tmp_path: Path
 ) -> None:
@@ -64,6 +65,7 @@ def test_a_run_failed_by_a_wrong_cloud_url_finishes_once_the_url_is_fixed_and_re
     assert refused.code == EXIT_NOT_OWNER
     assert "`python -m agent_runtime retry misdirected` puts it back to pending" in refused.out
 
+    clock.advance(conn, 1)  # the frozen clock: the timeline orders these by time
     retried = cli(database_url, "retry", "misdirected")
 
     assert retried.code == 0, retried.stderr
@@ -79,6 +81,7 @@ def test_a_run_failed_by_a_wrong_cloud_url_finishes_once_the_url_is_fixed_and_re
         None,
     )
 
+    clock.advance(conn, 1)
     fixed = agent.run("misdirected")  # the right CLOUD_URL, and no waiting
 
     assert fixed.code == 0, fixed.out
@@ -119,6 +122,7 @@ def test_a_wrong_model_url_stops_the_run_resumably_with_nothing_journaled(
     assert _row(conn, "wrong-model")["status"] == "running"
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_retry_ends_the_backoff_of_a_run_that_is_not_failed(
     agent: Agent, conn: Any, database_url: str, mock_servers: Any
 ) -> None:
@@ -190,6 +194,7 @@ def _made(journal: Journal, database_url: str) -> None:
         ("bad\nid", EXIT_USAGE, "is refused: it holds a control character (U+000A)"),
     ],
 )
+@pytest.mark.usefixtures("frozen_clock")
 def test_retry_refuses_what_it_must_not_revive_and_changes_nothing(
     run_id: str, code: int, message: str, conn: Any, database_url: str
 ) -> None:

@@ -81,6 +81,7 @@ def test_a_worker_killed_mid_step_is_resumed_at_once_and_finishes_once(
     assert mock_servers.calls(run_id) == 4 + (1 if phase == "model" else 0)
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_runs_abandoned_before_it_started_are_all_drained(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
@@ -107,6 +108,7 @@ def test_runs_abandoned_before_it_started_are_all_drained(
         assert resources["counts"] == {"servers": 1, "databases": 1, "dns_records": 1}
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_run_with_a_live_lease_is_left_alone(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
@@ -120,6 +122,7 @@ def test_a_run_with_a_live_lease_is_left_alone(
     assert _status(conn, "held") == "running"
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_the_zombie_that_wakes_after_its_run_was_stolen_changes_nothing(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:
@@ -174,6 +177,7 @@ def test_two_supervisors_never_run_two_workers_on_one_run(
     assert {g["n"] for g in generations} == {1}
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_killed_supervisors_orphans_finish_or_are_reclaimed(
     agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
 ) -> None:

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_runtime import clock
 from agent_runtime.errors import EXIT_SOFTWARE
 from agent_runtime.journal import Journal
@@ -41,6 +43,7 @@ def _errors(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.startswith("ERROR")]
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_supervised_worker_that_raises_says_why_records_it_and_the_run_goes_on(
     agent: Agent, conn: Any, database_url: str, mock_servers: Any, supervisors: Any
 ) -> None:
@@ -72,6 +75,7 @@ def test_a_supervised_worker_that_raises_says_why_records_it_and_the_run_goes_on
     assert mock_servers.resources("buggy")["total"] == 3
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_supervised_worker_that_raises_before_holding_its_run_is_recorded_by_the_supervisor(
     agent: Agent, conn: Any, supervisors: Any
 ) -> None:

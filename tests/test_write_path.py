@@ -305,6 +305,7 @@ def test_the_seed_protocol_sends_each_confirmed_step_encoded_once(
     assert [h for _, h in per_question] == [steps[:i] for i in range(STEPS + 1)]
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_the_runs_list_shows_a_step_as_activity_though_the_run_row_stays(
     conn: db.Connection,
 ) -> None:

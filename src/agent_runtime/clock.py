@@ -28,6 +28,14 @@ def skew(conn: db.Connection) -> timedelta:
     return value
 
 
+def frozen_at(conn: db.Connection) -> datetime | None:
+    """Where the clock stands still (:func:`freeze`), or None while it runs."""
+    row = db.one(conn, "clock_frozen_at")
+    assert row is not None
+    value: datetime | None = row["frozen_at"]
+    return value
+
+
 def set_skew(conn: db.Connection, seconds: float) -> None:
     db.run(conn, "clock_set_skew", {"seconds": seconds})
 

@@ -76,6 +76,15 @@ class Watchdog:
     def _judge(self, proc: WorkerProcess, lease: Lease, row: dict[str, Any]) -> Verdict | None:
         if row["held_at"] != lease.generation:
             key = (proc.pid, lease.run_id, lease.generation)
+            if key not in self._lost and row["held_at"] is not None:
+                # Taken by a claim elsewhere (not ended or cancelled, the everyday case):
+                # its one lease to report starts now.
+                log.info(
+                    "worker-lost run=%s pid=%d generation=%d",
+                    lease.run_id,
+                    proc.pid,
+                    lease.generation,
+                )
             lost_ago = (row["now"] - self._lost.setdefault(key, row["now"])).total_seconds()
             if lost_ago <= self.lease:
                 return None

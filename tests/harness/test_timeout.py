@@ -82,7 +82,7 @@ def test_a_hung_child_is_killed_and_reported_with_its_rerun_line(tmp_path: Path)
         def step(self, job: str) -> None:
             if self.resumed and job == "job-2" and job not in self.done:
                 (tmp_path / f"{self.ctx.run_id}.pid").write_text(str(os.getpid()))
-                time.sleep(3600)
+                time.sleep(3600)  # real time: a hang the harness must time out
             super().step(job)
 
     (tmp_path / "state").mkdir()
@@ -131,7 +131,7 @@ def test_a_hang_in_make_agent_says_so(tmp_path: Path) -> None:
         if ctx.run_id == "run-1":
             marker = tmp_path / "started"
             if marker.exists():
-                time.sleep(3600)
+                time.sleep(3600)  # real time: a hang the harness must time out
             marker.touch()
         return FileAgent(ctx, tmp_path / f"{ctx.run_id}.log")
 

@@ -8,6 +8,9 @@ SELECT cr_now() AS now;
 -- name: clock_skew
 SELECT skew FROM cr_clock WHERE singleton;
 
+-- name: clock_frozen_at
+SELECT frozen_at FROM cr_clock WHERE singleton;
+
 -- name: clock_set_skew
 UPDATE cr_clock SET skew = make_interval(secs => %(seconds)s) WHERE singleton;
 
