@@ -3,7 +3,8 @@
 ``runs.attempts`` counts the claims since the run last made progress and ``progress_at``
 says when that was; the sweep gives a run up by both (``give_up_exhausted``). A worker's
 confirm is progress: it writes ``attempts = 0`` and ``progress_at`` for its own run, in the
-same statement (``record_confirm``). Between two snapshots, so:
+same statement (``record_confirm``); a refused call (journaled with the model's answer,
+never sent) is none. Between two snapshots, so:
 
 - a run that got a worker's confirm, and no claim since, has ``attempts`` 0;
 - a run's attempts go down, or its ``progress_at`` moves, only by its own progress: a
@@ -34,6 +35,7 @@ def attempts_truth(
             c
             for seq, c in now.calls.get(run, {}).items()
             if c.state != "intent" and c.state != "redo" and c.confirm_generation is not None
+            and c.remote_status != "rejected"  # a refused call: journaled, never sent
             and (seq not in was or was[seq].confirm_generation != c.confirm_generation)
         ]  # fmt: skip
         mine = [c for c in confirmed if c.confirm_generation == new.generation]
