@@ -65,6 +65,7 @@ def test_a_supervisor_names_each_waiting_run_of_another_agent_once(
         supervisor.conn.close()
 
 
+@pytest.mark.usefixtures("frozen_clock")
 def test_a_real_supervisor_logs_an_unserved_run_once_over_many_polls(
     conn: db.Connection, database_url: str
 ) -> None:
@@ -81,7 +82,7 @@ def test_a_real_supervisor_logs_an_unserved_run_once_over_many_polls(
         text=True,
     )
     try:
-        time.sleep(3.0)  # fifteen polls, not a lease: nothing here waits for time to pass
+        time.sleep(3.0)  # real time: fifteen polls of a real supervisor; no lease or wait expires
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
