@@ -229,11 +229,13 @@ def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
             Event(op="crash", run=0, point="after_intent", seq=seq),
             Event(op="restart", run=0),
         )
-    # redone_db_crash: parked, an operator orders a redo, the next worker makes it its
-    # intent and sends it: the crash must leave an intent in doubt, not a redo to send again
+    # redone_db_crash: parked, an operator orders a redo once the crashed send can no longer
+    # land (a redo is refused before), the next worker makes it its intent and sends it: the
+    # crash must leave an intent in doubt, not a redo to send again
     return (
         Event(op="crash", run=0, point="after_intent", seq=seq),
         Event(op="restart", run=0),
+        Event(op="tick", seconds=SETTINGS.in_flight + 1),
         Event(op="resolve", run=0, choice="redo"),
         Event(op="sweep", seconds=0.0),
         Event(op="pause", run=0, point="after_call", seq=seq),

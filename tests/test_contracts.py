@@ -233,12 +233,14 @@ def _parked(desk: Desk, conn: Any, run_id: str, point: str) -> AgentResult:
 
 def _past_landing(conn: Any, run_id: str) -> None:
     """Move the clock past the moment the crashed send could still act (its lands_by): an
-    operator's --redo or --fail is refused before it."""
+    operator's --redo or --fail is refused before it. The clock stops first, so what the
+    operator's command finds expired never depends on how fast the machine is."""
     row = conn.execute(
         "SELECT greatest(0, extract(epoch FROM max(lands_by) - cr_now()))::float AS wait"
         " FROM tool_calls WHERE run_id = %s",
         (run_id,),
     ).fetchone()
+    clock.freeze(conn)
     clock.advance(conn, row["wait"] + 0.01)
 
 

@@ -20,14 +20,18 @@ from agent_runtime import Agent, Call, db, tool
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, InjectedCrash, raise_crash
 from agent_runtime.journal import Journal
+from agent_runtime.journalable import MAX_STRING
 from agent_runtime.logfmt import VALUE_LIMIT, LineFormatter, cut
 from agent_runtime.worker import Worker
 
 from .fix_runtime import reset_journal
 
 RUN = "long-arg"
-BIG = "x" * (5 * 1024 * 1024)  # 5 MB of argument
+# The largest argument a model's answer may carry (journalable.MAX_STRING characters in its
+# arguments string; past it the answer is a MalformedAnswer): 1,000 times the log's limit.
+BIG = "x" * (MAX_STRING - len(json.dumps({"text": ""})))
 ARGS = json.dumps({"text": BIG})
+assert len(ARGS) == MAX_STRING
 
 
 @tool(effect="read")
@@ -80,7 +84,7 @@ def _worker(conn: db.Connection, crash: CrashPlan | None = None) -> Worker:
     )
 
 
-def test_a_5_mb_argument_is_cut_on_its_log_lines_and_kept_whole_in_the_journal(
+def test_the_largest_argument_an_answer_may_carry_is_cut_on_its_log_lines_and_kept_whole(
     conn: db.Connection, lines: io.StringIO
 ) -> None:
     reset_journal(conn)
