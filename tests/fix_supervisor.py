@@ -35,13 +35,14 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
 
 
 class SupervisorProcess:
-    def __init__(self, env: dict[str, str], *args: str) -> None:
+    def __init__(self, env: dict[str, str], *args: str, new_session: bool = False) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agent_runtime.supervisor", *args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=new_session,  # its own process group: a host to kill whole
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -89,7 +90,7 @@ def supervisors(agent: Any) -> Iterator[Callable[..., SupervisorProcess]]:
     """Start supervisors against the test's database and mocks; all stopped afterwards."""
     started: list[SupervisorProcess] = []
 
-    def start(*args: str, **env: str) -> SupervisorProcess:
+    def start(*args: str, new_session: bool = False, **env: str) -> SupervisorProcess:
         full = {k: v for k, v in os.environ.items() if k not in ("CRASH_AT", "CRASH_SEQ")}
         full.update(
             DATABASE_URL=agent.database_url,
@@ -97,7 +98,7 @@ def supervisors(agent: Any) -> Iterator[Callable[..., SupervisorProcess]]:
             MODEL_URL=agent.model_url,
         )
         full.update(env)  # a test may point a remote elsewhere, e.g. through a proxy
-        sup = SupervisorProcess(full, *args)
+        sup = SupervisorProcess(full, *args, new_session=new_session)
         started.append(sup)
         return sup
 

@@ -17,6 +17,7 @@ import httpx
 from .backoff import Backoff, uniform
 from .crash import CrashPlan
 from .errors import ConfigError
+from .hostid import host_identity
 
 LEASE = 12.0  # seconds a claim is good for without a heartbeat
 HEARTBEAT = 3.0  # seconds between lease renewals
@@ -213,8 +214,10 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
     ``IN_FLIGHT_MARGIN``, ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``,
     ``MAX_ATTEMPTS``, ``GIVE_UP_AFTER``, ``MAX_BAD_ANSWERS``, ``STUCK_AFTER``,
     ``MODEL_PROTOCOL``, ``MODEL_NAME``, ``MODEL_API_KEY`` (else
-    ``OPENAI_API_KEY``); keyword overrides (``None``: not given) win."""
+    ``OPENAI_API_KEY``); keyword overrides (``None``: not given) win. ``CRASHRESUME_HOST``
+    is checked here too, and read where owner tokens are made (:func:`hostid.host_identity`)."""
     env = os.environ if env is None else env
+    host_identity(env)  # CRASHRESUME_HOST: refused here, at start, when no token can carry it
     crash_at = env.get("CRASH_AT") or None
     crash = CrashPlan(point=crash_at, seq=_integer(env, "CRASH_SEQ", None))
     values: dict[str, object] = {

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from datetime import datetime
 
 from . import db
 from .errors import AgentRuntimeError, LeaseLost
+from .hostid import host_identity
 from .journal import Journal
 from .records import Lease
 
@@ -26,16 +26,19 @@ log = logging.getLogger(__name__)
 
 
 def owner_token(pid: int | None = None) -> str:
-    """``host:pid:nonce``: unique per worker, and says where to look for its process."""
-    return f"{socket.gethostname()}:{pid or os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """``host:pid:nonce``: unique per worker, and says where to look for its process (the
+    host as :func:`host_identity` names it)."""
+    return f"{host_identity()}:{pid or os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def owner_is_dead(owner: str | None) -> bool:
-    """True only when the owner provably died: it ran on this host and its pid is gone."""
+    """True only when the owner provably died: it ran on this host (the same
+    :func:`host_identity`) and its pid is gone. An owner on another host is never proved
+    dead from here: its lease has to run out."""
     if not owner:
         return False
     parts = owner.split(":")
-    if len(parts) < 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+    if len(parts) != 3 or parts[0] != host_identity() or not parts[1].isdigit():
         return False
     pid = int(parts[1])
     if pid == os.getpid():
