@@ -11,6 +11,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from . import pooling
 from .errors import DatabaseError
 from .queries import query, schema_text
 
@@ -35,7 +36,8 @@ def describe(url: str) -> str:
 
 
 def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
-    """One autocommit connection with server-side prepared statements from the first use."""
+    """One autocommit connection with server-side prepared statements from the first use,
+    or none behind a pooler (:mod:`agent_runtime.pooling`)."""
     try:
         conn = psycopg.connect(
             url,
@@ -53,6 +55,11 @@ def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
         raise DatabaseError(f"cannot reach the database at {describe(url)}: {reason}") from exc
     except psycopg.ProgrammingError as exc:
         raise DatabaseError(f"invalid database URL: {exc}") from exc
+    try:
+        pooling.adapt(conn, describe(url))  # behind PgBouncer: prepare nothing
+    except psycopg.OperationalError as exc:
+        conn.close()
+        raise DatabaseError(f"database connection failed at its first query: {exc}") from exc
     return conn
 
 
