@@ -17,7 +17,7 @@ import pytest
 
 from mock_remotes import MockServers, Model, model_transport
 from mock_remotes.chatrequest import DEFAULT_RUN
-from mock_remotes.cloudcore import Kind, validate_args
+from mock_remotes.cloudrecords import Kind, validate_args
 from mock_remotes.errors import InvalidArgs
 
 SERVER_RESULT = {"id": "i-0000007", "kind": "server", "status": "created", "ip": "10.0.0.7"}

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from mock_remotes import MockServers, Model, model_transport
-from mock_remotes.cloudcore import Kind, validate_args
+from mock_remotes.cloudrecords import Kind, validate_args
 from mock_remotes.errors import InvalidArgs
 
 SERVER_RESULT = {"id": "i-0000007", "kind": "server", "status": "created", "ip": "10.0.0.7"}

@@ -16,7 +16,8 @@ transports does not load FastAPI.
 
 from __future__ import annotations
 
-from mock_remotes.cloudcore import Answer, Cloud, CloudRecord, Outcome, run_of
+from mock_remotes.cloudcore import Cloud
+from mock_remotes.cloudrecords import Answer, CloudRecord, Outcome, run_of
 from mock_remotes.errors import MockError
 from mock_remotes.faults import CloudFaults, ModelFaults, SupportFaults
 from mock_remotes.inprocess import (

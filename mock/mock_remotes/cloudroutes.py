@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from urllib.parse import unquote
 
 from mock_remotes._wire import Call, Reply, Router
-from mock_remotes.cloudcore import PLURAL, Cloud, Kind, Unreadable
+from mock_remotes.cloudcore import Cloud
+from mock_remotes.cloudrecords import PLURAL, Kind, Unreadable
 from mock_remotes.errors import (
     InvalidFencingGeneration,
     InvalidRequest,

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from mock_remotes._wire import Call, Reply, Router
-from mock_remotes.cloudcore import Unreadable
+from mock_remotes.cloudrecords import Unreadable
 from mock_remotes.cloudroutes import fencing_generation
 from mock_remotes.errors import InvalidRequest, MissingIdempotencyKey
 from mock_remotes.inflight import holding_routes
