@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from .lanes import lane_caption, lane_generations, mark_of
 from .marks import COLORS, curve, element, legend, mark, text_line
 from .views import Event, RunHistory, clock_text
 
@@ -53,7 +54,7 @@ class Layout:
 
     @classmethod
     def of(cls, history: RunHistory) -> Layout:
-        lanes = _lane_generations(history)
+        lanes = lane_generations(history)
         width = max(LABELS + COLUMN * max(len(history.events), 1) + 24, MIN_WIDTH)
         chars = max(40, int((width - 40) / 6.6))
         verdicts = history.in_doubt or [NO_DOUBT]
@@ -172,7 +173,7 @@ def _lanes(svg: ET.Element, history: RunHistory, layout: Layout) -> None:
             height=LANE,
             fill=layout.lane_fill(generation),
         )
-        name, owner, how = _lane_caption(history, generation)
+        name, owner, how = lane_caption(history, generation)
         text_line(group, 12, top + 20, name, size=12, font_weight="bold")
         if owner:
             text_line(group, 12, top + 36, owner, size=9, fit=LABELS - 20, fill=COLORS["muted"])
@@ -272,7 +273,7 @@ def _events(svg: ET.Element, history: RunHistory, layout: Layout) -> None:
     marks = element(svg, "g", class_="events")
     for i, event in enumerate(history.events):
         x, y = layout.centre(i, event.generation)
-        symbol, in_doubt = _symbol(event, history)
+        symbol, in_doubt = mark_of(event, history)
         group = element(
             marks,
             "g",
@@ -350,53 +351,3 @@ def _verdicts(svg: ET.Element, layout: Layout, *, doubts: int) -> None:
 
 
 # -- what the steps ask of the history --------------------------------------------------------
-
-
-def _lane_generations(history: RunHistory) -> list[int | None]:
-    generations = {c.generation for c in history.claims}
-    generations |= {e.generation for e in history.events if e.generation is not None}
-    lanes: list[int | None] = [*sorted(generations)]
-    if any(e.generation is None for e in history.events):
-        lanes.append(None)  # the operator's own acts (a cancel)
-    return lanes
-
-
-def _lane_caption(history: RunHistory, generation: int | None) -> tuple[str, str, str]:
-    """(name, owner, how it got the run) of a lane."""
-    if generation is None:
-        return "operator", "", "outside any lease"
-    owner = history.owners.get(generation, "")
-    claim = next((c for c in history.claims if c.generation == generation), None)
-    how = (
-        {
-            "first": "first claim",
-            "handed_back": "claimed a free run",
-            "expired": "took over: lease expired",
-            "owner_dead": "took over: owner dead",
-            "forced": "took over: forced",
-            None: "took over a live lease",  # an older claim, its reason not recorded
-        }.get(claim.why, "")
-        if claim
-        else "claim not recorded"
-    )
-    run = history.run
-    if generation == run.generation and run.status == "running" and run.owner is not None:
-        if not run.lease_live:
-            how += "; lease expired"
-        elif history.owner_gone:
-            how += "; process gone"
-        else:
-            how += "; holds the lease"
-    return f"generation {generation}", owner, how
-
-
-def _symbol(event: Event, history: RunHistory) -> tuple[str, bool]:
-    """(mark kind, in doubt) of an event."""
-    if event.kind == "confirm":
-        step = next(s for s in history.steps if s.seq == event.seq)
-        return ("already_done" if step.remote_status == "already_done" else "created"), False
-    if event.kind == "intent":
-        step = next(s for s in history.steps if s.seq == event.seq)
-        current = step.intent_by == event.generation and step.intent_at == event.at
-        return "intent", step.state == "in_doubt" if current else event.label.endswith("?")
-    return event.kind, False
