@@ -21,15 +21,14 @@ all, and every step's write is one: that connection is refused with a clear erro
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final
 
 import psycopg
 
 from .errors import ConfigError
 from .queries import query
 
-if TYPE_CHECKING:
-    from .db import Connection
+Connection = psycopg.Connection[dict[str, Any]]  # db.Connection, which imports this module
 
 log = logging.getLogger(__name__)
 
