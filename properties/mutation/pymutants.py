@@ -35,6 +35,7 @@ from .mutants import Mutant, digest, unified_diff
 
 PROTOCOL: Final = (
     "worker",
+    "stopping",
     "acting",
     "deciding",
     "conversation",

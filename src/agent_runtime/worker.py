@@ -44,15 +44,14 @@ from .crash import CrashPlan
 from .deciding import Decider
 from .errors import (
     AgentRuntimeError,
-    CallInFlight,
     LeaseLost,
-    UnexpectedError,
 )
 from .journal import Journal
 from .lease import Heartbeat, OwnedWait, owner_token
 from .models import Model
 from .records import Decision, History, Lease, RunTask
 from .runid import check_run_id
+from .stopping import holding
 from .tooldef import Tool
 
 log = logging.getLogger(__name__)
@@ -344,42 +343,14 @@ class Worker:
 
     @contextmanager
     def _holding(self, lease: Lease) -> Iterator[None]:
-        """How work under a lease ends: fenced (say by whom), or stopped with a reason."""
+        """Work under ``lease``: its tools' waits check it, and how it ends is recorded
+        (:mod:`agent_runtime.stopping`)."""
         self._wait.lease = lease
         try:
-            yield
-        except LeaseLost as exc:
-            log.warning(
-                "fenced run=%s generation=%d reason=%r", lease.run_id, lease.generation, str(exc)
-            )
-            self._explain_fencing(lease)
-            raise
-        except AgentRuntimeError as exc:
-            if not exc.recorded_on_run:
-                self._stop_on_error(lease, exc)
-            raise
-        except Exception as exc:  # a bug: keep the reason, say it once with its traceback
-            wrapped = UnexpectedError(f"{type(exc).__name__}: {exc}")
-            self._stop_on_error(lease, wrapped, cause=exc)
-            raise wrapped from exc
+            with holding(self.journal, lease, self.backoff):
+                yield
         finally:
             self._wait.lease = None
-
-    def _explain_fencing(self, lease: Lease) -> None:
-        """Say who holds the run now: another owner, or an operator's cancel."""
-        try:
-            run = self.journal.get_run(lease.run_id)
-        except AgentRuntimeError:
-            return
-        if run is not None:
-            log.warning(
-                "lost-run run=%s mine=%d now_generation=%d now_status=%s now_owner=%s",
-                lease.run_id,
-                lease.generation,
-                run.generation,
-                run.status,
-                run.owner,
-            )
 
     def resolve(self, run_id: str, *, takeover: bool = False) -> int:
         """Resolve every stranded intent of ``run_id`` by its contract (re-send, check, or,
@@ -397,33 +368,6 @@ class Worker:
                 self.actor.act(lease, self.tools_for(agent), history.decisions[call.seq], call)
         self.journal.release(lease, "resolved by an operator", delay=0.0)
         return len(stranded)
-
-    def _stop_on_error(
-        self, lease: Lease, exc: AgentRuntimeError, *, cause: BaseException | None = None
-    ) -> None:
-        """Record why the run stopped, and say it in the one ERROR line of this failure
-        (with ``cause``'s traceback: an exception the runtime did not expect).
-
-        A resumable stop releases the run with a backoff: the ``n``-th claim since the last
-        progress waits ``backoff.delay(n)`` before the next one may take the run.
-        """
-        reason = f"{type(exc).__name__}: {exc}"
-        run_id = lease.run_id
-        try:
-            if exc.permanent:
-                self.journal.fail(lease, reason)
-                log.error("failed run=%s reason=%r", run_id, reason, exc_info=cause)
-            else:
-                delay = self.backoff.delay(self.journal.require_run(run_id).attempts)
-                if isinstance(exc, CallInFlight):  # not before the call can no longer land
-                    delay = max(delay, exc.retry_after)
-                self.journal.release(lease, reason, delay)
-                log.error("stopped run=%s resumable=yes reason=%r", run_id, reason, exc_info=cause)
-        except AgentRuntimeError as inner:
-            log.error(
-                "stopped run=%s reason=%r unrecorded=%r", run_id, reason, str(inner), exc_info=cause
-            )
-        exc.reported = True
 
     def _already_done(self, run_id: str) -> Outcome:
         history = self.journal.history(run_id)
