@@ -3,7 +3,7 @@
 A journaled step of ``bench_step.py`` is the worker's whole loop: the ownership check,
 the model's exchange, the decision, the intent, the tool's exchange, the confirm. This
 subject sends only the four journal statements of such a step, through the runtime's own
-:class:`~agent_runtime.journal.Journal` and with rows of the same size (the loop model's
+:class:`~agent_runtime.store.journal.Journal` and with rows of the same size (the loop model's
 answer, the mock cloud's record), and no HTTP, model, tool or worker at all. So its ratio
 to a raw commit is a floor: what any step of this protocol costs on this server and client
 before anything else is added, and what is left of a step beyond it is the exchanges, the
@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from _loop import USAGE, answer, task
-from agent_runtime import Journal, db
+from agent_runtime import Journal
+from agent_runtime.store import db
 
 OWNER = "bench.floor"
 

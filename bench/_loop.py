@@ -27,9 +27,10 @@ from typing import Any, Final
 
 import httpx
 
-from agent_runtime import Journal, Outcome, Settings, Worker, db
-from agent_runtime.agent import Agent, Wiring
-from agent_runtime.tooldef import Call, Result, Tool, tool
+from agent_runtime import Journal, Outcome, Settings, Worker
+from agent_runtime.store import db
+from agent_runtime.tools.agent import Agent, Wiring
+from agent_runtime.tools.tooldef import Call, Result, Tool, tool
 from mock_remotes import Cloud, cloud_transport
 
 MODEL: Final = "bench-loop"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agent_runtime import db
-from agent_runtime.pgcluster import LocalCluster
-from agent_runtime.queries import NamedQueries, load_queries
+from agent_runtime.localpg.pgcluster import LocalCluster
+from agent_runtime.store import db
+from agent_runtime.store.queries import NamedQueries, load_queries
 
 QUERIES: NamedQueries = load_queries(Path(__file__).with_name("sql"))
 

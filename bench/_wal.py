@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from _setup import QUERIES, other_database
-from agent_runtime import db
+from agent_runtime.store import db
 
 
 @dataclass(frozen=True, kw_only=True)

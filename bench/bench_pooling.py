@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from bench._setup import database, fresh_journal
 
-from agent_runtime import db
-from agent_runtime.journal import Journal
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
 from tests.fix_pgbouncer import pgbouncer
 
 STATEMENTS = ("get_run", "load_history", "load_tool_calls")  # what a (re)start reads

@@ -47,10 +47,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _setup import database, fresh_journal, print_settings, scratch, server_settings
-from agent_runtime import db
 from agent_runtime.config import Settings
-from agent_runtime.journal import Journal
-from agent_runtime.supervisor import Supervisor
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.supervisor.main import Supervisor
 from mock_remotes import Cloud, Model, cloud_transport, model_transport, start_mocks
 
 EVENT = re.compile(r"(resuming|adopted|done) run=(\S+) (?:pid=(\d+))?")

@@ -34,8 +34,8 @@ import httpx
 from pydantic import StringConstraints
 
 from agent_runtime import Agent, Call, Result, Tool, Wiring, tool
-from agent_runtime import provisioning as seed
 from agent_runtime.clients import GENERATION_HEADER
+from agent_runtime.tools import provisioning as seed
 
 KINDS: Final = ("provisioning", "parallel", "support", "once")
 DEFAULT_KIND: Final = "provisioning"

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Literal
 
-from agent_runtime import db
 from agent_runtime.config import Settings
+from agent_runtime.store import db
 
 from . import sqlfile
 from .accounting import Ask

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agent_runtime import db
+from agent_runtime.store import db
 
 from . import sqlfile
 from .agents import KIND_OF

@@ -32,11 +32,11 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
-from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, InjectedCrash
-from agent_runtime.records import Lease, RunTask
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.records import Lease, RunTask
 
 from . import sqlfile, variants
 from .agents import DEFAULT_KIND, suite_agents

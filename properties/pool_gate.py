@@ -38,8 +38,8 @@ from typing import Any, Final
 import httpx
 
 from agent_runtime.crash import exit_process
-from agent_runtime.lease import Heartbeat
-from agent_runtime.worker import Worker
+from agent_runtime.loop.lease import Heartbeat
+from agent_runtime.loop.worker import Worker
 
 from .pilots import beat
 

@@ -19,8 +19,8 @@ import signal
 import time
 from typing import TYPE_CHECKING, Final
 
-from agent_runtime.records import Lease
-from agent_runtime.workerpool import WorkerProcess
+from agent_runtime.store.records import Lease
+from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from .pilots import MESSAGE_TIMEOUT, Action, Beat, Exit, Message, Pilot, Start
 

@@ -43,10 +43,10 @@ import signal
 from pathlib import Path
 from typing import Final
 
-from agent_runtime import clock
-from agent_runtime.journal import Journal
-from agent_runtime.records import Lease, RunTask
-from agent_runtime.workerpool import WorkerProcess
+from agent_runtime.store import clock
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease, RunTask
+from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
 from .agents import suite_agents

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.errors import DatabaseError
-from agent_runtime.supervisor import Supervisor
-from agent_runtime.workerpool import WorkerProcess
+from agent_runtime.store import db
+from agent_runtime.supervisor.main import Supervisor
+from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
 from .agents import suite_agents

@@ -23,10 +23,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.crash import exit_process
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
 
 from . import variants
 from .pilots import (

@@ -7,7 +7,7 @@ it moves only when a ``tick`` or a ``sweep`` moves it, so a lease expires exactl
 schedule says, in both runners, however fast the machine is.
 
 Heartbeats are real: a ``tick``, a ``sweep`` or a ``heartbeat`` event makes every live
-worker that is not frozen renew through the runtime's own :class:`~agent_runtime.lease.
+worker that is not frozen renew through the runtime's own :class:`~agent_runtime.loop.lease.
 Heartbeat` (while it waits at a gate, as its thread would). Frozen workers do not renew,
 so their runs are taken over once the lease runs out; a zombie's renewal fails and marks it
 fenced. A ``db_crash`` stops the suite's own PostgreSQL hard and starts it again: every
@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
-from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.errors import DatabaseError
-from agent_runtime.records import Lease, RunTask
+from agent_runtime.store import clock, db
+from agent_runtime.store.records import Lease, RunTask
 
 from . import baseline, sqlfile, variants
 from .agents import DEFAULT_KIND, KINDS, suite_agents

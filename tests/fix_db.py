@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from agent_runtime.dbsource import DATABASE_URL_ENV, docker_available
-from agent_runtime.pgcluster import ClusterError, LocalCluster
+from agent_runtime.localpg.dbsource import DATABASE_URL_ENV, docker_available
+from agent_runtime.localpg.pgcluster import ClusterError, LocalCluster
 
 log = logging.getLogger(__name__)
 

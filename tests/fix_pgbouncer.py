@@ -24,8 +24,8 @@ from urllib.parse import quote
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from agent_runtime.pgbinaries import server_account
-from agent_runtime.pgprocess import HOST, free_port
+from agent_runtime.localpg.pgbinaries import server_account
+from agent_runtime.localpg.pgprocess import HOST, free_port
 
 BINARIES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
 START_TIMEOUT = 20.0  # seconds for PgBouncer to accept connections

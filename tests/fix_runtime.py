@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import clock, db
-from agent_runtime.journal import Journal
-from agent_runtime.records import Lease
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease
 
 AGENT_TIMEOUT = 60  # seconds one agent process may take before the test fails
 

@@ -10,10 +10,10 @@ import pytest
 
 from agent_runtime import Agent, Call, ConfigError, Journal, Settings, Tool, UnknownAgent, Wiring
 from agent_runtime import tool as make_tool
-from agent_runtime.agent import DEFAULT_AGENT, agent_of, by_name, load_agent
-from agent_runtime.db import Connection, connect
-from agent_runtime.provisioning import agent as provisioning
-from agent_runtime.worker import UnknownAgentChoice, Worker
+from agent_runtime.loop.worker import UnknownAgentChoice, Worker
+from agent_runtime.store.db import Connection, connect
+from agent_runtime.tools.agent import DEFAULT_AGENT, agent_of, by_name, load_agent
+from agent_runtime.tools.provisioning import agent as provisioning
 
 
 @make_tool(effect="read")
@@ -87,7 +87,7 @@ def test_a_factorys_tools_are_checked_when_a_worker_makes_them() -> None:
 
 
 def test_the_default_address_is_the_seeds_provisioning_agent() -> None:
-    assert DEFAULT_AGENT == "agent_runtime.provisioning:agent"
+    assert DEFAULT_AGENT == "agent_runtime.tools.provisioning:agent"
     assert load_agent(DEFAULT_AGENT) is provisioning
     assert load_agent("tests.test_agents:support") is support
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_NOT_OWNER, EXIT_USAGE
-from agent_runtime.journal import Journal
-from agent_runtime.records import Lease
-from agent_runtime.supervisor import Supervisor
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease
+from agent_runtime.supervisor.main import Supervisor
 
 from .agents import support_once
 from .test_operator import SVG, Out, cli

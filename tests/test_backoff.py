@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import clients, clock, db
+from agent_runtime import clients
 from agent_runtime.backoff import Backoff
 from agent_runtime.clients import CloudClient
 from agent_runtime.config import Settings
@@ -31,9 +31,10 @@ from agent_runtime.errors import (
     RemoteUnavailable,
     WrongEndpoint,
 )
-from agent_runtime.journal import Journal
-from agent_runtime.models import DecideModel
-from agent_runtime.worker import Worker
+from agent_runtime.llm.models import DecideModel
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
 from mock_remotes import Cloud, FaultTransport, Model, cloud_transport, model_transport
 
 from .fix_runtime import Agent, journal_rows

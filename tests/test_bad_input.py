@@ -8,10 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import clock, config, db
+from agent_runtime import config
 from agent_runtime.crash import CRASH_POINTS
 from agent_runtime.errors import EXIT_FAILED, EXIT_RETRY_LATER, EXIT_USAGE
-from agent_runtime.journal import Journal
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent, cloud_key, journal_rows
 from .fix_supervisor import SupervisorProcess

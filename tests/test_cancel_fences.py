@@ -20,15 +20,15 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import EXIT_NOT_OWNER, LeaseLost
-from agent_runtime.journal import Journal
+from agent_runtime.loop.worker import Worker
 from agent_runtime.operator import cancel_run
 from agent_runtime.operator.snapshot import read_history
 from agent_runtime.operator.text import format_cancellation, format_history
-from agent_runtime.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
 from examples.support import support_agent
 from mock_remotes import Cloud, Model, Support, cloud_transport, model_transport, support_transport
 

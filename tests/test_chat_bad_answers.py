@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import clock, config, db
+from agent_runtime import config
 from agent_runtime.config import Settings
 from agent_runtime.errors import (
     ConfigError,
@@ -32,8 +32,9 @@ from agent_runtime.errors import (
     UnknownTool,
     WrongEndpoint,
 )
-from agent_runtime.journal import Journal
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 from .agents import provisioning_parallel

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash, raise_crash
-from agent_runtime.journal import Journal
-from agent_runtime.worker import Outcome, Worker
+from agent_runtime.loop.worker import Outcome, Worker
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 from .agents import provisioning_parallel

@@ -18,12 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import clock, config, db
+from agent_runtime import config
 from agent_runtime.config import Settings, from_env
 from agent_runtime.errors import WrongEndpoint
-from agent_runtime.journal import Journal
-from agent_runtime.provisioning import INSTRUCTIONS
-from agent_runtime.worker import Outcome, Worker
+from agent_runtime.loop.worker import Outcome, Worker
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.tools.provisioning import INSTRUCTIONS
 from mock_remotes import Cloud, MockServers, Model, cloud_transport, model_transport
 
 from .agents import provisioning_parallel

@@ -17,15 +17,15 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_RETRY_LATER, DatabaseError
-from agent_runtime.journal import Journal
-from agent_runtime.lease import owner_token
-from agent_runtime.models import DecideModel
+from agent_runtime.llm.models import DecideModel
+from agent_runtime.loop.lease import owner_token
+from agent_runtime.loop.worker import Worker
 from agent_runtime.operator import read_history
-from agent_runtime.records import Lease
-from agent_runtime.worker import Worker
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease
 
 from .test_operator import ELSEWHERE, SERVER, cli
 

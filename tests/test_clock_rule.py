@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock
+from agent_runtime.store import clock
 
 TESTS = Path(__file__).parent
 REAL_TIME = "# real time:"  # the allow-list: a reason on the sleep's own line
@@ -25,7 +25,7 @@ LONG = 1.0  # seconds: a fixed sleep this long or longer needs the reason
 
 CHILD = """
 import sys
-from agent_runtime import clock, db
+from agent_runtime.store import clock, db
 with db.connection(sys.argv[1]) as conn:
     print(clock.now(conn).isoformat())
 """

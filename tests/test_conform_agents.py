@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from agent_runtime.agent import Agent
 from agent_runtime.config import Settings
 from agent_runtime.conformance import RuntimeSubject
-from agent_runtime.journal import Journal
 from agent_runtime.operator.actions import resolve_call
+from agent_runtime.store.journal import Journal
+from agent_runtime.tools.agent import Agent
 from crashresume import conform
 from mock_remotes import Model, Support, model_transport, support_transport
 

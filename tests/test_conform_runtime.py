@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_runtime.conformance import RuntimeSubject
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
 from crashresume import conform
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 from properties.variants.workers import CarryOnWorker, FreshKeyWorker

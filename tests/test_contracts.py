@@ -29,9 +29,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import clock
 from agent_runtime.crash import CRASH_POINTS
 from agent_runtime.errors import EXIT_CRASHED, EXIT_NEEDS_ATTENTION, EXIT_USAGE
+from agent_runtime.store import clock
 
 from .fix_runtime import Agent, AgentResult
 from .test_operator import cli

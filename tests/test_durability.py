@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime import db
+from agent_runtime.store import db
 
 from .fix_runtime import Agent, journal_rows
 

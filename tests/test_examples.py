@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import Outcome, Settings, Worker, clock, db
-from agent_runtime.journal import Journal
+from agent_runtime import Outcome, Settings, Worker
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
 from examples.support import support_agent
 from mock_remotes import FaultTransport, Model, Support, model_transport, support_transport
 

@@ -78,7 +78,7 @@ def test_every_exported_name_resolves_to_the_runtimes_own_object() -> None:
         name
         for name, value in vars(agent_runtime).items()
         if not name.startswith("_")
-        and not isinstance(value, types.ModuleType)  # submodules such as agent_runtime.db
+        and not isinstance(value, types.ModuleType)  # submodules such as agent_runtime.store.db
         and not isinstance(value, __future__._Feature)  # `from __future__ import annotations`
     }
     assert public == set(agent_runtime.__all__)
@@ -87,9 +87,9 @@ def test_every_exported_name_resolves_to_the_runtimes_own_object() -> None:
 
 def test_an_unknown_attribute_is_an_attribute_error_and_submodules_still_import() -> None:
     assert not hasattr(agent_runtime, "SimulatedCrash")  # the harness's name, not ours
-    from agent_runtime import db  # a submodule, not an exported name
+    from agent_runtime.store import db  # a submodule, not an exported name
 
-    assert db.__name__ == "agent_runtime.db"
+    assert db.__name__ == "agent_runtime.store.db"
 
 
 def test_importing_the_package_imports_none_of_its_modules() -> None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime import clock, db
 from agent_runtime.errors import EXIT_NOT_OWNER
-from agent_runtime.journal import Journal
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
 
 from .test_attention import _call, _parked, _resolutions, _row
 from .test_operator import cli

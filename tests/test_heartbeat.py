@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock, db
-from agent_runtime.journal import Journal
-from agent_runtime.lease import Heartbeat
-from agent_runtime.records import Lease
+from agent_runtime.loop.lease import Heartbeat
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease
 
 LEASE = 12.0
 APP = "test_heartbeat"  # application_name of the heartbeat's own connection

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock, db
-from agent_runtime.journal import Journal
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent, journal_rows
 from .fix_supervisor import wait_for

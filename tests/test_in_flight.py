@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock
 from agent_runtime.errors import EXIT_RETRY_LATER
+from agent_runtime.store import clock
 
 from .fix_runtime import Agent
 from .fix_supervisor import wait_for

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from agent_runtime import clock, db
 from agent_runtime.errors import DatabaseError, LeaseLost
-from agent_runtime.journal import Journal
-from agent_runtime.queries import schema_text
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.queries import schema_text
 
 ROOT = Path(__file__).resolve().parent.parent
 

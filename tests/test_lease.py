@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agent_runtime.lease import owner_is_dead, owner_token
+from agent_runtime.loop.lease import owner_is_dead, owner_token
 
 
 def test_a_live_process_is_not_dead() -> None:

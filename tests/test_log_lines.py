@@ -16,13 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import Agent, Call, db, tool
+from agent_runtime import Agent, Call, tool
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, InjectedCrash, raise_crash
-from agent_runtime.journal import Journal
-from agent_runtime.journalable import MAX_STRING
 from agent_runtime.logfmt import VALUE_LIMIT, LineFormatter, cut
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.journalable import MAX_STRING
 
 from .fix_runtime import reset_journal
 

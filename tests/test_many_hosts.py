@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-from agent_runtime import clock
 from agent_runtime.errors import EXIT_NOT_OWNER, EXIT_USAGE
 from agent_runtime.hostid import host_identity
-from agent_runtime.journal import Journal
+from agent_runtime.loop.lease import owner_is_dead
+from agent_runtime.store import clock
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent
 from .fix_supervisor import wait_for
@@ -109,3 +112,16 @@ def test_a_host_identity_no_token_can_carry_is_refused_at_start(agent: Agent, ba
 def test_the_identity_defaults_to_the_hostname_and_the_variable_names_it() -> None:
     assert host_identity({}) == os.uname().nodename
     assert host_identity({"CRASHRESUME_HOST": "rack4-node17"}) == "rack4-node17"
+
+
+def test_a_dead_owner_is_proved_only_on_its_own_host_adopted_or_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pid = subprocess.Popen([sys.executable, "-c", "pass"])
+    pid.wait()  # reaped: its pid names no process now
+    monkeypatch.setenv("CRASHRESUME_HOST", "host-a")
+    worker = f"host-a:{pid.pid}:0badc0de"
+    claimed = f"{worker}:run-7"  # the supervisor's claim, not yet adopted by its worker
+    assert owner_is_dead(worker) and owner_is_dead(claimed)
+    monkeypatch.setenv("CRASHRESUME_HOST", "host-b")
+    assert not owner_is_dead(worker) and not owner_is_dead(claimed)

@@ -22,15 +22,15 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import EXIT_NOT_OWNER, EXIT_RETRY_LATER, EXIT_USAGE, LeaseLost
-from agent_runtime.journal import Journal
-from agent_runtime.lease import owner_token
+from agent_runtime.loop.lease import owner_token
+from agent_runtime.loop.worker import Worker
 from agent_runtime.operator import cancel_run
-from agent_runtime.records import Lease
-from agent_runtime.worker import Worker
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 from .fix_runtime import Agent

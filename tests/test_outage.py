@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock
-from agent_runtime.journal import Journal
+from agent_runtime.store import clock
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent, journal_rows
 from .fix_supervisor import WAIT, SupervisorProcess, wait_for

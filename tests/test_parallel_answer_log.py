@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, InjectedCrash, raise_crash
-from agent_runtime.journal import Journal
-from agent_runtime.provisioning import agent as provisioning
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.tools.provisioning import agent as provisioning
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 PARALLEL = dataclasses.replace(provisioning, protocol="chat", model="mock-provisioner-parallel")

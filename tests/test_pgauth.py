@@ -21,9 +21,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_runtime import pgauth
-from agent_runtime.pgbinaries import server_account
-from agent_runtime.pgcluster import THROWAWAY_PREFIX, ClusterError, LocalCluster
+from agent_runtime.localpg import pgauth
+from agent_runtime.localpg.pgbinaries import server_account
+from agent_runtime.localpg.pgcluster import THROWAWAY_PREFIX, ClusterError, LocalCluster
 
 OTHER_ACCOUNTS = ("nobody", "daemon", "bin")  # existing accounts; none is ever created
 TRUST_HBA = (  # what initdb --auth=trust wrote for clusters of older versions

@@ -3,7 +3,7 @@
 In transaction mode a client's consecutive transactions run on whichever server connection
 is free, so session state does not survive between them. The runtime's only session state
 is its prepared statements: a connection that finds a pooler in between prepares nothing
-(``agent_runtime.pooling``), and a pooler that refuses transactions (statement mode) is
+(``agent_runtime.store.pooling``), and a pooler that refuses transactions (statement mode) is
 refused with one clear line. Two server connections serve every client here, so the
 statements of one worker do hop between them.
 """
@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_runtime import db, pooling
 from agent_runtime.errors import EXIT_USAGE, ConfigError
-from agent_runtime.journal import Journal
+from agent_runtime.store import db, pooling
+from agent_runtime.store.journal import Journal
 
 from .fix_pgbouncer import pgbouncer
 from .fix_runtime import Agent, reset_journal

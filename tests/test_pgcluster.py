@@ -22,8 +22,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_runtime import dbsource, pgbinaries
-from agent_runtime.dbsource import (
+from agent_runtime.localpg import dbsource, pgbinaries
+from agent_runtime.localpg.dbsource import (
     cli_cluster,
     cli_cluster_status,
     cli_database_url,
@@ -31,14 +31,19 @@ from agent_runtime.dbsource import (
     docker_available,
     stop_cli_cluster,
 )
-from agent_runtime.pgbinaries import (
+from agent_runtime.localpg.pgbinaries import (
     BIN_CACHE,
     BINDIR_ENV,
     server_account,
     server_major,
     wheel_bindir,
 )
-from agent_runtime.pgcluster import THROWAWAY_PREFIX, ClusterError, LocalCluster, find_bindir
+from agent_runtime.localpg.pgcluster import (
+    THROWAWAY_PREFIX,
+    ClusterError,
+    LocalCluster,
+    find_bindir,
+)
 
 AS_ROOT = os.geteuid() == 0
 MakeCluster = Callable[..., LocalCluster]
@@ -240,7 +245,8 @@ def test_concurrent_ensure_running_from_processes_starts_one_server(
     cluster: LocalCluster,
 ) -> None:
     code = (
-        "import sys; from pathlib import Path; from agent_runtime.pgcluster import LocalCluster;"
+        "import sys; from pathlib import Path;"
+        "from agent_runtime.localpg.pgcluster import LocalCluster;"
         "print(LocalCluster(Path(sys.argv[1])).ensure_running())"
     )
     procs = [

@@ -7,8 +7,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_runtime import pgconf
-from agent_runtime.pgcluster import ClusterError, LocalCluster
+from agent_runtime.localpg import pgconf
+from agent_runtime.localpg.pgcluster import ClusterError, LocalCluster
 
 
 def test_extra_settings_reach_the_running_server_and_survive_a_crash() -> None:

@@ -7,7 +7,7 @@ import sys
 
 CHILD = """
 import os, subprocess, sys
-from agent_runtime import pgprocess
+from agent_runtime.localpg import pgprocess
 child = subprocess.Popen([sys.executable, "-c", "pass"])
 pgprocess.adopt_child(child)
 os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # it has ended; nobody reaped it

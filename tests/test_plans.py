@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from agent_runtime import db
-from agent_runtime.queries import query
-from agent_runtime.records import Lease
+from agent_runtime.store import db
+from agent_runtime.store.queries import query
+from agent_runtime.store.records import Lease
 
 from .fix_runtime import plan_nodes, run_with_intent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from agent_runtime.queries import load_queries, query, runtime_queries
+from agent_runtime.store.queries import load_queries, query, runtime_queries
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where no execute() may take SQL built in Python (f-string, .format, %, +).

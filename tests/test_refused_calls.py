@@ -17,14 +17,14 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import db
-from agent_runtime.agent import Agent
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, InjectedCrash, raise_crash
 from agent_runtime.errors import EXIT_CRASH_NOT_REACHED, TooManyBadAnswers
-from agent_runtime.journal import Journal
-from agent_runtime.tooldef import Call, tool
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.tools.agent import Agent
+from agent_runtime.tools.tooldef import Call, tool
 
 from . import fix_runtime
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock, config
+from agent_runtime import config
 from agent_runtime.errors import EXIT_NOT_OWNER, EXIT_USAGE
-from agent_runtime.journal import Journal
+from agent_runtime.store import clock
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent, cloud_key, journal_rows
 from .test_operator import ELSEWHERE, SERVER, SVG, cli

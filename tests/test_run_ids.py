@@ -16,10 +16,10 @@ from wcwidth import wcswidth
 
 from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_CRASHED, EXIT_USAGE, InvalidRunId
-from agent_runtime.journal import Journal
 from agent_runtime.logfmt import LineFormatter, escape
-from agent_runtime.runid import MAX_LENGTH, check_run_id, run_id_problem
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.runid import MAX_LENGTH, check_run_id, run_id_problem
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 from .fix_runtime import Agent, cloud_key, journal_rows

@@ -8,9 +8,9 @@ from importlib import metadata
 
 import pytest
 
-from agent_runtime import dbsource
 from agent_runtime.cli import build_parser
 from agent_runtime.config import from_env
+from agent_runtime.localpg import dbsource
 
 PROGRAMS = ["agent_runtime", "agent_runtime.supervisor"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime import db
-from agent_runtime.journal import Journal
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import run_with_intent
 

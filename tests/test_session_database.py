@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_runtime.dbsource import docker_available
+from agent_runtime.localpg.dbsource import docker_available
 
 from . import fix_db
 

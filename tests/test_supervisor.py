@@ -1,6 +1,6 @@
 """The supervisor with real processes: it heals, drains, fences and never doubles up.
 
-Leases are expired by moving the database clock (agent_runtime.clock), never by
+Leases are expired by moving the database clock (agent_runtime.store.clock), never by
 sleeping; the only waits are bounded polls for something to have happened.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock
 from agent_runtime.errors import EXIT_NOT_OWNER, EXIT_USAGE
-from agent_runtime.journal import Journal
+from agent_runtime.store import clock
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent, journal_rows
 from .fix_supervisor import wait_for

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from agent_runtime.agent import Wiring
 from agent_runtime.config import Settings
-from agent_runtime.conversation import DONE
-from agent_runtime.deciding import checked_calls
 from agent_runtime.errors import InvalidArguments, MalformedAnswer, UnknownTool
-from agent_runtime.models import parse_decision
-from agent_runtime.provisioning import agent
+from agent_runtime.llm.conversation import DONE
+from agent_runtime.llm.deciding import checked_calls
+from agent_runtime.llm.models import parse_decision
+from agent_runtime.tools.agent import Wiring
+from agent_runtime.tools.provisioning import agent
 
 SERVER = {"name": "srv-1", "size": "small", "region": "local-1"}
 TOOLS = agent.make_tools(Wiring(settings=Settings()))

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock
 from agent_runtime.errors import EXIT_SOFTWARE
-from agent_runtime.journal import Journal
+from agent_runtime.store import clock
+from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent
 from .test_operator import cli

@@ -2,7 +2,7 @@
 
 A fake model (real HTTP on 127.0.0.1, one canned body for every question) answers a real
 ``python -m agent_runtime`` process with each value ``jsonb`` refuses, or our own limits
-(``agent_runtime.journalable``) do. Each must stop the run resumably (exit 4) with one
+(``agent_runtime.store.journalable``) do. Each must stop the run resumably (exit 4) with one
 line saying which, journal nothing and count no answer; and a run whose model keeps
 answering so is failed by the supervisor's give-up with that reason, its pool worker
 kept (before: a database error, exit 70 with a traceback, a fresh worker per attempt).
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from agent_runtime.errors import EXIT_RETRY_LATER
-from agent_runtime.journal import Journal
-from agent_runtime.journalable import MAX_DEPTH, MAX_STRING
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.journalable import MAX_DEPTH, MAX_STRING
 
 from .fix_runtime import Agent
 from .fix_supervisor import SupervisorProcess

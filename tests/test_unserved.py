@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import clock, db
 from agent_runtime.config import Settings
-from agent_runtime.journal import Journal
-from agent_runtime.supervisor import Supervisor
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.supervisor.main import Supervisor
 
 from .agents import support
 from .test_operator import cli

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import db
 from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_DONE
-from agent_runtime.journal import Journal
-from agent_runtime.workerpool import WorkerSpec, serve
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.supervisor.workerpool import WorkerSpec, serve
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 from .agents import provisioning_parallel

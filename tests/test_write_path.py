@@ -16,16 +16,16 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from agent_runtime import clock, db
 from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_DONE
-from agent_runtime.journal import Journal
-from agent_runtime.provisioning import agent as provisioning
-from agent_runtime.queries import query
-from agent_runtime.records import Lease, RunTask
-from agent_runtime.tooldef import Tool
-from agent_runtime.worker import Worker
-from agent_runtime.workerpool import run_leased
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import clock, db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.queries import query
+from agent_runtime.store.records import Lease, RunTask
+from agent_runtime.supervisor.workerpool import run_leased
+from agent_runtime.tools.provisioning import agent as provisioning
+from agent_runtime.tools.tooldef import Tool
 from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 from .fix_runtime import plan_nodes
@@ -230,7 +230,7 @@ def test_a_decided_call_has_its_arguments_checked_once(
 def test_a_question_encodes_only_what_the_last_step_added(
     conn: db.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_runtime import conversation, models
+    from agent_runtime.llm import conversation, models
 
     encoded: list[int] = []
     sent: list[bytes] = []
@@ -274,7 +274,7 @@ def test_a_question_encodes_only_what_the_last_step_added(
 def test_the_seed_protocol_sends_each_confirmed_step_encoded_once(
     conn: db.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_runtime import conversation, models
+    from agent_runtime.llm import conversation, models
 
     encodings: list[int] = []
     per_question: list[tuple[int, list[dict[str, Any]]]] = []

@@ -28,8 +28,9 @@ from typing import Any
 
 import httpx
 
-from agent_runtime import AgentRuntimeError, Journal, Settings, Worker, db, logfmt
-from agent_runtime.dbsource import database_url, describe_url
+from agent_runtime import AgentRuntimeError, Journal, Settings, Worker, logfmt
+from agent_runtime.localpg.dbsource import database_url, describe_url
+from agent_runtime.store import db
 from examples.support import support_agent
 from mock_remotes.serve import MockServers, MockStartError, start_mocks
 

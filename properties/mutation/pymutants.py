@@ -33,18 +33,20 @@ from cosmic_ray.mutating import mutate_code
 
 from .mutants import Mutant, digest, unified_diff
 
-PROTOCOL: Final = (
-    "worker",
-    "stopping",
-    "acting",
-    "deciding",
-    "conversation",
-    "journal",
-    "claiming",
-    "lease",
-    "supervisor",
-    "workerpool",
-)
+# The protocol's modules by the short name mutant ids carry, and where each file lives.
+PATHS: Final = {
+    "worker": "loop/worker.py",
+    "stopping": "loop/stopping.py",
+    "acting": "tools/acting.py",
+    "deciding": "llm/deciding.py",
+    "conversation": "llm/conversation.py",
+    "journal": "store/journal.py",
+    "claiming": "loop/claiming.py",
+    "lease": "loop/lease.py",
+    "supervisor": "supervisor/main.py",
+    "workerpool": "supervisor/workerpool.py",
+}
+PROTOCOL: Final = tuple(PATHS)
 LOGGERS: Final = frozenset({"log", "logger"})
 
 Position = tuple[int, int]  # (line, column), as parso and ast count them
@@ -144,7 +146,7 @@ class ModuleMutants:
 
 
 def enumerate_module(package: Path, module: str) -> ModuleMutants:
-    source = (package / f"{module}.py").read_text("utf-8")
+    source = (package / PATHS[module]).read_text("utf-8")
     spans = excluded_spans(source)
     kept: list[Place] = []
     excluded: dict[str, int] = {}
@@ -169,7 +171,7 @@ def mutant(package: Path, module: str, place: Place) -> Mutant | None:
     """The mutant of one place (None if cosmic-ray finds nothing to change there, or the
     mutant is not Python: cosmic-ray reads the ``**`` of ``{**row}`` as a power, and
     ``{|row}`` is no mutant of anything)."""
-    path = f"{module}.py"
+    path = PATHS[module]
     source = (package / path).read_text("utf-8")
     if _is_marker(source, place.start):
         return None

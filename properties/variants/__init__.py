@@ -3,8 +3,8 @@
 Each variant is one plausible, small mistake a developer could make in
 ``src/agent_runtime`` -- a predicate, a commit setting, a missing check, an off-by-one --
 written from the protocol (DESIGN.md sections 3 and 5), not for one schedule. It swaps
-the runtime's :class:`~agent_runtime.journal.Journal`, its
-:class:`~agent_runtime.worker.Worker`, or the supervisor's claim for a subclass or a
+the runtime's :class:`~agent_runtime.store.journal.Journal`, its
+:class:`~agent_runtime.loop.worker.Worker`, or the supervisor's claim for a subclass or a
 statement of ``properties/sql/variants.sql``. ``test_variants.py`` runs the ``ci`` profile
 against each and requires a violation, a short shrunk schedule, saved, that fails again
 against the variant and passes against the real runtime.
@@ -72,9 +72,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_runtime import db
-from agent_runtime.journal import Journal
-from agent_runtime.worker import Worker
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
 
 from .. import sqlfile
 from . import journals, workers

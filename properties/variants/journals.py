@@ -1,6 +1,6 @@
 """Broken journals: each one a small, plausible mistake in one statement or one read.
 
-Each class changes what one of :class:`~agent_runtime.journal.Journal`'s methods sends to
+Each class changes what one of :class:`~agent_runtime.store.journal.Journal`'s methods sends to
 the database (the statements are in ``properties/sql/variants.sql``), nothing else.
 """
 
@@ -10,10 +10,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
-from agent_runtime import db
 from agent_runtime.errors import LeaseLost
-from agent_runtime.journal import Journal
-from agent_runtime.records import Decision, History, Lease, ToolCall
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Decision, History, Lease, ToolCall
 
 from .. import sqlfile
 from .mutations import EDITS

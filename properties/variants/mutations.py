@@ -16,7 +16,7 @@ from typing import Final
 
 from psycopg import sql
 
-from agent_runtime.queries import runtime_queries
+from agent_runtime.store.queries import runtime_queries
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 """Broken workers and clients: each one a small, plausible mistake in the step protocol.
 
-A mistake in how a call is carried out is an :class:`~agent_runtime.acting.Actor` subclass
+A mistake in how a call is carried out is an :class:`~agent_runtime.tools.acting.Actor` subclass
 (a worker's ``actor_class``); one in the restart's walk is the runtime's loop rewritten
 once with hooks (:class:`PatchedLoop`); one in the cloud client's retries is the runtime's
 client with hooks (:class:`PatchedCloudClient`), handed to the provisioning agent's tools.
@@ -14,15 +14,15 @@ from typing import Any, Final
 
 from psycopg.types.json import Jsonb
 
-from agent_runtime.acting import Actor
-from agent_runtime.agent import Agent
 from agent_runtime.clients import CallResult, CloudClient
-from agent_runtime.conversation import DONE
 from agent_runtime.errors import RemoteUnavailable
-from agent_runtime.provisioning import make_tools
-from agent_runtime.records import Decision, History, Lease, ToolCall, idempotency_key
-from agent_runtime.tooldef import Call, Result, Tool
-from agent_runtime.worker import Outcome, Worker
+from agent_runtime.llm.conversation import DONE
+from agent_runtime.loop.worker import Outcome, Worker
+from agent_runtime.store.records import Decision, History, Lease, ToolCall, idempotency_key
+from agent_runtime.tools.acting import Actor
+from agent_runtime.tools.agent import Agent
+from agent_runtime.tools.provisioning import make_tools
+from agent_runtime.tools.tooldef import Call, Result, Tool
 
 from .journals import fenced
 

@@ -67,55 +67,54 @@ __all__ = [
 
 _HOME = {
     "CRASH_POINTS": "agent_runtime.crash",
-    "Agent": "agent_runtime.agent",
+    "Agent": "agent_runtime.tools.agent",
     "AgentRuntimeError": "agent_runtime.errors",
     "BackingOff": "agent_runtime.errors",
     "CallInFlight": "agent_runtime.errors",
-    "Call": "agent_runtime.tooldef",
+    "Call": "agent_runtime.tools.tooldef",
     "ConfigError": "agent_runtime.errors",
     "CrashPlan": "agent_runtime.crash",
     "DatabaseError": "agent_runtime.errors",
-    "Decision": "agent_runtime.records",
-    "History": "agent_runtime.records",
+    "Decision": "agent_runtime.store.records",
+    "History": "agent_runtime.store.records",
     "InjectedCrash": "agent_runtime.crash",
     "InvalidArguments": "agent_runtime.errors",
     "InvalidRunId": "agent_runtime.errors",
-    "Journal": "agent_runtime.journal",
-    "Lease": "agent_runtime.records",
+    "Journal": "agent_runtime.store.journal",
+    "Lease": "agent_runtime.store.records",
     "LeaseLost": "agent_runtime.errors",
     "MalformedAnswer": "agent_runtime.errors",
     "ModelError": "agent_runtime.errors",
     "ModelUnavailable": "agent_runtime.errors",
     "NeedsAttention": "agent_runtime.errors",
-    "Outcome": "agent_runtime.worker",
+    "Outcome": "agent_runtime.loop.worker",
     "RemoteError": "agent_runtime.errors",
     "RemoteRejected": "agent_runtime.errors",
     "RemoteUnavailable": "agent_runtime.errors",
-    "Result": "agent_runtime.tooldef",
-    "Run": "agent_runtime.records",
+    "Result": "agent_runtime.tools.tooldef",
+    "Run": "agent_runtime.store.records",
     "RunNotFound": "agent_runtime.errors",
-    "RunTask": "agent_runtime.records",
+    "RunTask": "agent_runtime.store.records",
     "RunUnavailable": "agent_runtime.errors",
     "Settings": "agent_runtime.config",
     "StaleGeneration": "agent_runtime.errors",
-    "Supervisor": "agent_runtime.supervisor",
-    "Tool": "agent_runtime.tooldef",
-    "ToolCall": "agent_runtime.records",
+    "Supervisor": "agent_runtime.supervisor.supervision",
+    "Tool": "agent_runtime.tools.tooldef",
+    "ToolCall": "agent_runtime.store.records",
     "TooManyBadAnswers": "agent_runtime.errors",
     "UnexpectedError": "agent_runtime.errors",
     "UnknownAgent": "agent_runtime.errors",
     "UnknownTool": "agent_runtime.errors",
     "UnusableDecision": "agent_runtime.errors",
-    "Wiring": "agent_runtime.agent",
-    "Worker": "agent_runtime.worker",
+    "Wiring": "agent_runtime.tools.agent",
+    "Worker": "agent_runtime.loop.worker",
     "WrongEndpoint": "agent_runtime.errors",
-    "load_agent": "agent_runtime.agent",
-    "tool": "agent_runtime.tooldef",
+    "load_agent": "agent_runtime.tools.agent",
+    "tool": "agent_runtime.tools.tooldef",
     "url_from_env": "agent_runtime.config",
 }
 
 if _typing.TYPE_CHECKING:
-    from agent_runtime.agent import Agent, Wiring, load_agent
     from agent_runtime.config import Settings, url_from_env
     from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash
     from agent_runtime.errors import (
@@ -144,11 +143,12 @@ if _typing.TYPE_CHECKING:
         UnusableDecision,
         WrongEndpoint,
     )
-    from agent_runtime.journal import Journal
-    from agent_runtime.records import Decision, History, Lease, Run, RunTask, ToolCall
-    from agent_runtime.supervisor import Supervisor
-    from agent_runtime.tooldef import Call, Result, Tool, tool
-    from agent_runtime.worker import Outcome, Worker
+    from agent_runtime.loop.worker import Outcome, Worker
+    from agent_runtime.store.journal import Journal
+    from agent_runtime.store.records import Decision, History, Lease, Run, RunTask, ToolCall
+    from agent_runtime.supervisor.supervision import Supervisor
+    from agent_runtime.tools.agent import Agent, Wiring, load_agent
+    from agent_runtime.tools.tooldef import Call, Result, Tool, tool
 
 
 def __getattr__(name: str) -> object:

@@ -20,20 +20,21 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from . import config, db, logfmt
+from agent_runtime import config, logfmt
+from agent_runtime.localpg.dbsource import database_url
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.records import Lease
+from agent_runtime.store.runid import check_run_id
+from agent_runtime.tools.agent import DEFAULT_AGENT, agents_of
+
 from ._version import version
-from .agent import DEFAULT_AGENT, Agent, load_agent
-from .dbsource import database_url
 from .errors import (
     EXIT_CRASH_NOT_REACHED,
     EXIT_SOFTWARE,
     EXIT_USAGE,
     AgentRuntimeError,
-    ConfigError,
 )
-from .records import Lease
-from .runid import check_run_id
-from .worker import Worker
 
 log = logging.getLogger("agent_runtime")
 
@@ -50,17 +51,6 @@ def _run_id(args: argparse.Namespace) -> str:
     if configured:
         return check_run_id(configured, source="RUN_ID")
     return _new_run_id()
-
-
-def agents_of(addresses: Sequence[str] | None) -> list[Agent]:
-    """The agents ``--agent`` names (default: the seed's provisioning agent)."""
-    agents = []
-    for address in addresses or [DEFAULT_AGENT]:
-        try:
-            agents.append(load_agent(address))
-        except ConfigError as exc:
-            raise ConfigError(f"--agent {address!r}: {exc}") from exc
-    return agents
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -89,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from . import dbsource
+    from agent_runtime.localpg import dbsource
 
     home = dbsource.default_home()
     configured = os.environ.get(dbsource.DATABASE_URL_ENV)
@@ -150,6 +140,8 @@ ENVIRONMENT = (
     "MODEL_PROTOCOL (chat: Chat Completions at MODEL_URL, e.g. http://127.0.0.1:8002/v1; "
     "decide: the mock's own; default: the agent's), MODEL_NAME (the model), MODEL_API_KEY "
     "or OPENAI_API_KEY (a bearer token)",
+    "CRASHRESUME_HOST (this host's name in owner tokens, unique per host sharing the "
+    "database; default: the hostname)",
 )
 
 

@@ -1,4 +1,4 @@
-"""HTTP clients: what the model clients (:mod:`agent_runtime.models`) and the cloud's
+"""HTTP clients: what the model clients (:mod:`agent_runtime.llm.models`) and the cloud's
 share, and the cloud's own (the provisioning agent's tools call it).
 
 Each takes an ``httpx.BaseTransport`` so tests can serve it in-process, and retries what

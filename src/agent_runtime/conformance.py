@@ -46,13 +46,14 @@ from typing import Any
 
 import httpx
 
-from . import db
-from .agent import Agent, Wiring
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.tools.agent import Agent, Wiring
+from agent_runtime.tools.tooldef import Call, Result, Tool
+
 from .config import Settings
 from .errors import NeedsAttention
-from .journal import Journal
-from .tooldef import Call, Result, Tool
-from .worker import Worker
 
 # Called with the subject and the parked run's id: resolve its call in doubt (for example
 # with agent_runtime.operator.actions.resolve_call on subject.conn), or raise.
@@ -119,7 +120,7 @@ class RuntimeSubject:
         run of each job (default: the agent's own). ``operator``: what to do when a run
         parks (default: let ``NeedsAttention`` end the step)."""
         if agent is None:
-            from .provisioning import agent as provisioning
+            from agent_runtime.tools.provisioning import agent as provisioning
 
             agent = provisioning
         wired = dict(transports or {})

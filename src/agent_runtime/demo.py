@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from . import dbsource
+from agent_runtime.localpg import dbsource
 
 SCENARIOS = ("after_call", "after_decide")
 

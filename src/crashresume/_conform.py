@@ -10,6 +10,7 @@ from typing import Any
 from crashresume._context import Context
 from crashresume._errors import BaselineError, UsageError
 from crashresume._findings import FindingKind
+from crashresume._hypothesis import PROFILE_DATABASE, explore_hypothesis
 from crashresume._judge import Judge, hang_message, make_finding
 from crashresume._plan import Executor, ScenarioRun, SerialExecutor
 from crashresume._progress import Progress
@@ -30,7 +31,6 @@ EXPLORERS = ("exhaustive", "hypothesis")  # every point of the plan, or drawn sc
 DEFAULT_CRASHES = 1  # crashes per scenario of the exhaustive plan
 DEFAULT_HYPOTHESIS_CRASHES = 5  # most crashes a drawn schedule has
 DEFAULT_MAX_EXAMPLES = 100  # schedules the Hypothesis mode draws
-PROFILE_DATABASE: Any = object()  # "use the example database of Hypothesis's settings profile"
 
 
 def _executor(mode: str, workers: int, timeout: float | None) -> Executor:
@@ -213,8 +213,6 @@ def _run_plan(
         )
         return report
     if explore == "hypothesis":
-        from crashresume._hypothesis import explore_hypothesis
-
         _positive_int("max_examples", max_examples, "draw at least one schedule")
         used, examples = explore_hypothesis(
             executor, make_agent, items, judge, report, crashes, max_examples, seed, database

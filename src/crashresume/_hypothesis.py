@@ -28,6 +28,9 @@ from crashresume._report import Report
 from crashresume._runner import Life, LifeSpec
 from crashresume._scenarios import Point, scenario_id
 
+# conform(database=...)'s default: "use the example database of Hypothesis's settings profile"
+PROFILE_DATABASE: Any = object()
+
 _log = logging.getLogger(__name__)
 _examples = itertools.count(1)  # run ids of examples, unique in this process
 
@@ -60,8 +63,6 @@ def explore_hypothesis(
     """Run the search, put the shortest failing schedule into ``report``; (seed, examples)."""
     hypothesis = _hypothesis()
     from hypothesis import strategies as st
-
-    from crashresume._conform import PROFILE_DATABASE
 
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)

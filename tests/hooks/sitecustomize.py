@@ -22,7 +22,8 @@ STOP_AT = os.environ.get("CRASHRESUME_TEST_STOP_AT")
 MESSAGE = "a bug on purpose \x1b[31m(tests/hooks)"
 
 if BUG:
-    from agent_runtime import deciding, worker
+    from agent_runtime.llm import deciding
+    from agent_runtime.loop import worker
 
     def _broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError(f"{BUG}: {MESSAGE}")

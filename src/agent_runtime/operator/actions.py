@@ -30,12 +30,14 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .. import config, db
+from agent_runtime import config
+from agent_runtime.loop.worker import Worker
+from agent_runtime.store import db
+from agent_runtime.store.records import Run, ToolCall
+from agent_runtime.store.runid import check_run_id
+
 from ..crash import NO_CRASH
 from ..errors import CallNotFound, ConfigError, RunNotFound, RunUnavailable
-from ..records import Run, ToolCall
-from ..runid import check_run_id
-from ..worker import Worker
 from .attention import CHOICES, CallResolution, Choice, PastResolution, failure_result
 from .cancelled import Cancellation
 from .outcomes import Resolution, Retry

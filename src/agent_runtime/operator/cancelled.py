@@ -4,7 +4,7 @@
 commit on, every journal write of its worker is refused (each requires ``status =
 'running'`` and its own owner and generation), and so is every attempt of a call with an
 effect, which the worker sends only after reading its ownership back
-(:mod:`agent_runtime.acting`). So nothing changes the journal after the cancel, and what
+(:mod:`agent_runtime.tools.acting`). So nothing changes the journal after the cancel, and what
 it holds then is exactly what it held at the cancel: a call whose intent has no confirm
 (state ``intent``) was *in flight when cancelled* (its request never sent, or sent and
 maybe acted, or acted and not yet recorded); a ``redo`` was ordered sent again and never

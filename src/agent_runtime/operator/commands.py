@@ -38,11 +38,13 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from .. import config, db
-from ..dbsource import database_url
+from agent_runtime import config
+from agent_runtime.localpg.dbsource import database_url
+from agent_runtime.store import db
+from agent_runtime.store.runid import check_run_id
+
 from ..errors import EXIT_USAGE, ConfigError
 from ..logfmt import escape
-from ..runid import check_run_id
 from .actions import cancel_run, parse_result, resolve_call, resolve_run, retry_run
 from .attention import Choice
 from .snapshot import APPLICATION, DEFAULT_LIMIT, STATUSES, list_runs, read_history

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..conversation import DONE
-from ..records import Run
+from agent_runtime.llm.conversation import DONE
+from agent_runtime.store.records import Run
+
 from .attention import Attention, PastResolution
 from .views import Claim, Event, PastRetry, Step, clock_text, owner_pid
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from ..records import Decision, Run, ToolCall
+from agent_runtime.store.records import Decision, Run, ToolCall
+
 from .attention import Attention, PastResolution, command
 from .cancelled import Cancelled, InFlight
 from .events import event_order, events_of, park_event, resolution_events, retry_events

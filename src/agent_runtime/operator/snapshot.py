@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import psycopg
 
-from .. import db
+from agent_runtime.loop.lease import owner_is_dead
+from agent_runtime.store import db
+from agent_runtime.store.records import Decision, Run, ToolCall
+
 from ..errors import RunNotFound
-from ..lease import owner_is_dead
-from ..records import Decision, Run, ToolCall
 from .attention import PastResolution
 from .history import assemble
 from .views import Claim, PastRetry, RunHistory, RunList, RunSummary

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..conversation import DONE
-from ..lease import owner_is_dead
-from ..records import Run
+from agent_runtime.llm.conversation import DONE
+from agent_runtime.loop.lease import owner_is_dead
+from agent_runtime.store.records import Run
+
 from .attention import Attention, PastResolution
 
 if TYPE_CHECKING:
