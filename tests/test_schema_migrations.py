@@ -203,9 +203,9 @@ def test_two_processes_stepping_one_database_at_once_apply_each_step_once(
             assert versions(conn)[-2:] == [(LATEST + 1, "migrated"), (LATEST + 2, "migrated")]
 
 
-def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(url: str, *args: str, module: str = "agent_runtime") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent_runtime", *args],
+        [sys.executable, "-m", module, *args],
         env={**os.environ, "DATABASE_URL": url},
         capture_output=True,
         text=True,
@@ -227,8 +227,14 @@ def test_a_database_newer_than_this_crashresume_is_refused_in_one_line_and_left_
             with pytest.raises(SchemaTooNew):
                 db.require_schema(conn)  # the operator's commands refuse it too
 
-        for args in (("schema",), ("schema", "--status"), ("run", "--run-id", "r"), ("show", "r")):
-            refused = _cli(url, *args)
+        for module, *args in (
+            ("agent_runtime", "schema"),
+            ("agent_runtime", "schema", "--status"),
+            ("agent_runtime", "run", "--run-id", "r"),  # a worker
+            ("agent_runtime", "show", "r"),  # an operator's read
+            ("agent_runtime.supervisor", "--once"),
+        ):
+            refused = _cli(url, *args, module=module)
             assert refused.returncode == EXIT_USAGE, (args, refused.stderr)
             lines = refused.stderr.strip().splitlines()
             assert len(lines) == 1 and "SchemaTooNew" in lines[0], (args, refused.stderr)

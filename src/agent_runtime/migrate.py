@@ -13,17 +13,17 @@ version 7); :func:`known` lists them, the last one is the version ``schema.sql``
                  transaction, with its row
     newer        N past the last known: :class:`SchemaTooNew`, nothing touched
 
-Every change runs under one advisory lock (:data:`SCHEMA_LOCK`), and the state is read
-again in a transaction begun once the lock is held: processes starting at once apply each
-step exactly once. A current database costs two queries and no lock.
+Every change runs in a transaction that first takes one advisory transaction lock
+(:data:`SCHEMA_LOCK`) and then reads the state again (from ``pg_class``, not the session's
+catalog cache: see ``schema_state``): processes starting at once apply each step exactly
+once. A current database costs two queries and no lock.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -177,59 +177,52 @@ def migrate(conn: Connection, schema: Schema | None = None) -> list[int]:
     refuse_newer(conn, state, schema)
     done: list[int] = []
     while state.version < schema.latest:
-        with _locked(conn), conn.transaction():
+        changes: list[tuple[str, int, str]] = []
+        with conn.transaction():
+            _rows(conn, "schema_lock", {"key": SCHEMA_LOCK})
             state = read_state(conn)  # again: another process may have moved it meanwhile
             refuse_newer(conn, state, schema)
             if state.version < schema.latest:
-                done += _step(conn, state, schema)
+                changes = _step(conn, state, schema)
+        for how, version, source in changes:  # committed
+            log.info(
+                "schema-applied db=%s how=%s version=%d file=%s", where(conn), how, version, source
+            )
+            done += [version] if how != "adopted" else []
         state = read_state(conn)
     return done
 
 
-@contextmanager
-def _locked(conn: Connection) -> Iterator[None]:
-    """The schema lock, held by this session until the block ends (committed or not)."""
-    _rows(conn, "schema_lock", {"key": SCHEMA_LOCK})
-    try:
-        yield
-    finally:
-        if not conn.broken:  # a lost session has lost its lock too
-            _rows(conn, "schema_unlock", {"key": SCHEMA_LOCK})
-
-
-def _step(conn: Connection, state: State, schema: Schema) -> list[int]:
-    """One transaction's change (the caller holds the lock): the versions it applied."""
-    here = where(conn)
+def _step(conn: Connection, state: State, schema: Schema) -> list[tuple[str, int, str]]:
+    """One transaction's change (the caller holds the lock): (how, version, source file)
+    of each version it recorded."""
     if state.kind == "empty":
-        conn.execute(schema.whole, prepare=False)
+        _run_file(conn, SCHEMA_FILE, schema.whole)
         stamped = read_state(conn).version
         if stamped != schema.latest:
             raise DatabaseError(
                 f"schema.sql stamps version {stamped}, but the last migration is "
                 f"{schema.latest}: update the INSERT INTO schema_version at its end"
             )
-        log.info("schema-applied db=%s how=created version=%d", here, stamped)
-        return [stamped]
+        return [("created", stamped, SCHEMA_FILE)]
     steps = schema.after(state.version)
     if state.kind == "versioned":
         steps = steps[:1]  # one step a transaction, recorded with it
     for step in steps:
-        try:
-            conn.execute(step.text, prepare=False)
-        except psycopg.Error as exc:
-            raise DatabaseError(f"migration {step.name} failed on {here}: {exc}") from exc
-        log.info(
-            "schema-applied db=%s how=migrated version=%d file=%s", here, step.version, step.name
-        )
-    if state.kind == "legacy":
-        _record(conn, state.version, "adopted")
-    for step in steps:
-        _record(conn, step.version, "migrated")
-    return [step.version for step in steps]
+        _run_file(conn, step.name, step.text)
+    changes = [("migrated", step.version, step.name) for step in steps]
+    if state.kind == "legacy":  # recorded once 0010 has made the table
+        changes.insert(0, ("adopted", state.version, "runs-comment"))
+    for how, version, _ in changes:
+        _rows(conn, "schema_version_record", {"version": version, "how": how})
+    return changes
 
 
-def _record(conn: Connection, version: int, how: str) -> None:
-    _rows(conn, "schema_version_record", {"version": version, "how": how})
+def _run_file(conn: Connection, name: str, text: str) -> None:
+    try:
+        conn.execute(text, prepare=False)  # a script, several statements: no parameters
+    except psycopg.Error as exc:
+        raise DatabaseError(f"{name} failed on {where(conn)}: {exc}") from exc
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,9 +5,16 @@
 -- versioned: schema_version exists (migration 0010 or a schema.sql from then on made it).
 -- has_runs / runs_comment: else, a database made by an older schema.sql is recognised by
 -- the comment it left on runs ('crashresume schema N'; none at all: the first release).
-SELECT to_regclass('schema_version') IS NOT NULL AS versioned,
-       to_regclass('runs') IS NOT NULL AS has_runs,
-       obj_description(to_regclass('runs'), 'pg_class') AS runs_comment;
+-- pg_class is read, not to_regclass(): this runs again right after the schema lock was
+-- granted, in a transaction begun before the wait, and to_regclass() answers from this
+-- session's catalog cache, which may not have heard yet of a table another migrator has
+-- just created; a query of pg_class sees every commit up to its own start.
+SELECT EXISTS (SELECT FROM pg_class
+               WHERE relname = 'schema_version' AND pg_table_is_visible(oid)) AS versioned,
+       EXISTS (SELECT FROM pg_class WHERE relname = 'runs' AND pg_table_is_visible(oid))
+           AS has_runs,
+       (SELECT obj_description(oid, 'pg_class') FROM pg_class
+        WHERE relname = 'runs' AND pg_table_is_visible(oid)) AS runs_comment;
 
 -- name: schema_versions
 -- Only once schema_state said versioned: every version the database went through.
@@ -17,10 +24,6 @@ SELECT version, how, applied_at FROM schema_version ORDER BY version;
 INSERT INTO schema_version (version, how) VALUES (%(version)s, %(how)s);
 
 -- name: schema_lock
--- A session lock, taken before the step's transaction begins: a transaction that began
--- before the wait would still see the catalog as it was (a table another process created
--- meanwhile unknown to to_regclass).
-SELECT pg_advisory_lock(%(key)s);
-
--- name: schema_unlock
-SELECT pg_advisory_unlock(%(key)s);
+-- A transaction lock, released by the commit (or rollback) of the step it guards: no
+-- session state, so it holds behind PgBouncer in transaction mode too (pooling.py).
+SELECT pg_advisory_xact_lock(%(key)s);
