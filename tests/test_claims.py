@@ -23,7 +23,7 @@ from agent_runtime.llm.models import DecideModel
 from agent_runtime.loop.lease import owner_token
 from agent_runtime.loop.worker import Worker
 from agent_runtime.operator import read_history
-from agent_runtime.store import clock, db
+from agent_runtime.store import clock, db, migrate
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import Lease
 
@@ -178,15 +178,18 @@ def older_database(conn: Any, database_url: str) -> Iterator[str]:
     url = make_conninfo(database_url, dbname=name)
     try:
         with db.connection(url) as old:
-            db.apply_schema(old)
+            db.ensure_schema(old)
             journal = Journal(old)
             _held(journal, "before", ELSEWHERE)
             taken = journal.claim(
                 "before", "thief:1:t", LEASE, dead_owner=ELSEWHERE, dead_generation=1
             )
             assert taken is not None
+            # as schema 2 before claim reasons (7b9702b) made it: no reason, no
+            # schema_version, its version in the comment on runs
             old.execute("ALTER TABLE run_claims DROP COLUMN reason")
-            old.execute("COMMENT ON TABLE runs IS NULL")  # no version: as an older one made it
+            old.execute("DROP TABLE schema_version")
+            old.execute("COMMENT ON TABLE runs IS 'crashresume schema 2'")
         yield url
     finally:
         conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
@@ -198,7 +201,8 @@ def test_an_older_database_is_refused_by_the_operator_and_upgraded_by_a_worker(
     with db.connection(older_database) as old:
         assert not db.has_schema(old)
         with pytest.raises(
-            DatabaseError, match=re.escape(f"older crashresume schema (not {db.SCHEMA_VERSION!r})")
+            DatabaseError,
+            match=re.escape(f"older crashresume schema (version 2, not {migrate.known().latest})"),
         ):
             db.require_schema(old)
     refused = cli(older_database, "show", "before")

@@ -10,34 +10,44 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from agent_runtime.errors import DatabaseError, LeaseLost
-from agent_runtime.store import clock, db
+from agent_runtime.store import clock, db, migrate
 from agent_runtime.store.journal import Journal
-from agent_runtime.store.queries import schema_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_shipped_schema_is_the_one_at_the_root() -> None:
-    assert schema_text() == (ROOT / "schema.sql").read_text("utf-8")
+    assert migrate.known().whole == (ROOT / "schema.sql").read_text("utf-8")
 
 
-def test_the_schema_applies_twice_and_from_many_connections_at_once(database_url: str) -> None:
+def test_many_connections_creating_the_schema_at_once_create_it_once(
+    conn: Any, database_url: str
+) -> None:
+    conn.execute("DROP DATABASE IF EXISTS cr_race")
+    conn.execute("CREATE DATABASE cr_race")
     errors: list[BaseException] = []
+    url = make_conninfo(database_url, dbname="cr_race")
 
     def apply() -> None:
         try:
-            with db.connection(database_url) as c:
-                db.apply_schema(c)  # the full text every time, not the has-schema shortcut
+            with db.connection(url) as c:
+                db.ensure_schema(c)
                 db.ensure_schema(c)
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=apply) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    try:
+        threads = [threading.Thread(target=apply) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        with db.connection(url) as c:
+            rows = c.execute("SELECT version, how FROM schema_version").fetchall()
+        assert rows == [{"version": migrate.known().latest, "how": "created"}]
+    finally:
+        conn.execute("DROP DATABASE cr_race WITH (FORCE)")
 
 
 def test_an_empty_database_is_reported_as_having_no_schema(conn: Any, database_url: str) -> None:

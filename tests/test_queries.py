@@ -73,7 +73,7 @@ def test_the_guard_sees_an_f_string_and_a_literal() -> None:
 
 def test_every_runtime_query_is_named_once_and_the_schema_is_not_among_them() -> None:
     queries = runtime_queries()
-    assert {"claim_run", "clock_advance", "schema_present", "operator_list_runs"} <= set(queries)
+    assert {"claim_run", "clock_advance", "schema_state", "operator_list_runs"} <= set(queries)
     assert isinstance(query("clock_now"), sql.SQL)
     assert all("CREATE TABLE" not in queries.text(name) for name in queries)
     with pytest.raises(KeyError, match=r"no query named 'nope' in .*agent_runtime/sql/"):

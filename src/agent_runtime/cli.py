@@ -112,10 +112,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from agent_runtime.store import migrate
+
     settings = config.from_env()
     with db.connection(database_url(settings)) as conn:
-        db.ensure_schema(conn)
-    print("schema applied")
+        place = db.describe_conn(conn)
+        if args.status:
+            print("\n".join(migrate.describe_status(migrate.status(conn), place)))
+            return 0
+        before = migrate.read_state(conn).version
+        applied = migrate.migrate(conn)
+    latest = migrate.known().latest
+    if not applied:
+        print(f"database {place}: schema version {latest}, nothing to apply")
+    elif before == 0:
+        print(f"database {place}: schema created whole at version {latest}")
+    else:
+        done = ", ".join(str(v) for v in applied)
+        print(f"database {place}: schema version {before} -> {latest} (applied {done})")
     return 0
 
 
@@ -174,7 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
     dbp = sub.add_parser("db", help="the local PostgreSQL the CLI starts by itself")
     dbp.add_argument("action", choices=("start", "stop", "status", "url"))
     dbp.set_defaults(func=cmd_db)
-    schema = sub.add_parser("schema", help="apply schema.sql to the database (idempotent)")
+    schema = sub.add_parser(
+        "schema",
+        help="create the schema, or apply its pending migrations (what every worker does)",
+    )
+    schema.add_argument(
+        "--status", action="store_true", help="print the applied and pending migrations only"
+    )
     schema.set_defaults(func=cmd_schema)
     from .operator.commands import register_operator_commands  # runs, show, resolve, cancel
 

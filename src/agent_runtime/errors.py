@@ -9,9 +9,12 @@ and carries the process exit code the CLI uses for it::
     │   │                      characters, over 200 characters); nothing is written
     │   ├── WrongEndpoint      a remote answered 404 or 405: CLOUD_URL or MODEL_URL names
     │   │                      the wrong service; the run stays resumable  (exit 2)
-    │   └── UnknownAgent       the run belongs to an agent this worker does not have; the
-    │                          run is not touched                          (exit 2)
-    ├── DatabaseError          unreachable database, missing schema         (exit 4)
+    │   ├── UnknownAgent       the run belongs to an agent this worker does not have; the
+    │   │                      run is not touched                          (exit 2)
+    │   └── SchemaTooNew       the database's schema is newer than this code knows;
+    │                          nothing is touched (agent_runtime.store.migrate)   (exit 2)
+    ├── DatabaseError          unreachable database, missing schema, a failed
+    │                          migration                                    (exit 4)
     ├── RunNotFound            no run with that id                          (exit 2)
     │   └── CallNotFound       the run has no tool call with that seq (resolve --seq)
     ├── RunUnavailable         the run is held by a live worker, or final    (exit 5)
@@ -92,6 +95,11 @@ class WrongEndpoint(ConfigError):
 
 class UnknownAgent(ConfigError):
     pass
+
+
+class SchemaTooNew(ConfigError):
+    """A newer crashresume migrated this database: this one refuses it rather than guess
+    (upgrade, or use another database)."""
 
 
 class DatabaseError(AgentRuntimeError):

@@ -12,14 +12,12 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from agent_runtime.errors import DatabaseError
-from agent_runtime.store import pooling
-from agent_runtime.store.queries import query, schema_text
+from agent_runtime.store import migrate, pooling
+from agent_runtime.store.queries import query
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 5  # seconds to reach the server before giving up
-SCHEMA_LOCK = 7_300_105  # advisory lock key serialising schema creation
-SCHEMA_VERSION = "crashresume schema 9"  # the comment schema.sql puts on the runs table
 
 Row = dict[str, Any]
 Connection = psycopg.Connection[Row]
@@ -63,51 +61,39 @@ def connect(url: str, *, application_name: str = "agent_runtime") -> Connection:
     return conn
 
 
-def _schema_state(conn: Connection) -> tuple[bool, bool]:
-    """(present, up to date): the tables exist; and so does the newest part of schema.sql."""
-    row = one(conn, "schema_present", {"version": SCHEMA_VERSION}, prepare=False)
-    return (bool(row and row["present"]), bool(row and row["up_to_date"]))
+def ensure_schema(conn: Connection) -> None:
+    """Create the schema, or migrate an older one to this version, unless it is current;
+    safe from many processes at once; a newer one is refused (see :mod:`.migrate`)."""
+    migrate.migrate(conn)
 
 
 def has_schema(conn: Connection) -> bool:
-    """The whole of this version's schema is there (an older one counts as missing)."""
-    return all(_schema_state(conn))
+    """The schema is there, at this version (an older one counts as missing)."""
+    state = migrate.read_state(conn)
+    return state.kind == "versioned" and state.version == migrate.known().latest
 
 
 def schema_missing(conn: Connection) -> bool:
     """No crashresume table at all: a database nothing has run against yet (an older
     schema is not missing: :func:`require_schema` says how to bring it up to date)."""
-    return not _schema_state(conn)[0]
-
-
-def ensure_schema(conn: Connection) -> None:
-    """Create the tables, or bring an older schema up to date, unless it is current; safe
-    to call from many processes at once (schema.sql is idempotent)."""
-    if not has_schema(conn):
-        apply_schema(conn)
-
-
-def apply_schema(conn: Connection) -> None:
-    """Run schema.sql under an advisory lock: concurrent appliers take turns."""
-    with conn.transaction():
-        run(conn, "schema_lock", {"key": SCHEMA_LOCK}, prepare=False)
-        conn.execute(schema_text(), prepare=False)
-    log.info("schema-applied db=%s", describe_conn(conn))
+    return migrate.read_state(conn).kind == "empty"
 
 
 def require_schema(conn: Connection) -> None:
     """Refuse a database without this version's schema; never change it (operator reads)."""
-    present, up_to_date = _schema_state(conn)
-    if not present:
+    schema = migrate.known()
+    state = migrate.read_state(conn)
+    migrate.refuse_newer(conn, state, schema)
+    if state.kind == "empty":
         raise DatabaseError(
             f"the database {describe_conn(conn)} has no crashresume schema; run any worker once "
-            "(it applies schema.sql), or: psql <url> -f schema.sql"
+            "(it creates it), or: python -m agent_runtime schema"
         )
-    if not up_to_date:
+    if state.version < schema.latest:
         raise DatabaseError(
-            f"the database {describe_conn(conn)} has an older crashresume schema (not "
-            f"{SCHEMA_VERSION!r}); run any worker once (it upgrades it in place), or: "
-            "python -m agent_runtime schema"
+            f"the database {describe_conn(conn)} has an older crashresume schema (version "
+            f"{state.version}, not {schema.latest}); run any worker once (it migrates it in "
+            "place), or: python -m agent_runtime schema"
         )
 
 

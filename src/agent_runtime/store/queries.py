@@ -93,7 +93,3 @@ def runtime_queries() -> NamedQueries:
 
 def query(name: str) -> sql.SQL:
     return runtime_queries()[name]
-
-
-def schema_text() -> str:
-    return resources.files("agent_runtime").joinpath("sql", SCHEMA_FILE).read_text("utf-8")
