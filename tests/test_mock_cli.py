@@ -154,7 +154,7 @@ def test_the_help_explains_every_option_and_shows_an_example() -> None:
     text = done.stdout
     assert text.startswith("usage: python -m mock_remotes")
     assert "mock cloud" in text and "mock model" in text
-    assert "Example" in text and "python -m mock_remotes .crashresume/mocks" in text
+    assert "Example" in text and "python -m mock_remotes --cloud-port 8001" in text
     assert "SIGTERM" in text  # how it stops
     flat = " ".join(text.split())
     for action in build_parser()._actions:

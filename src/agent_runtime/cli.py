@@ -134,7 +134,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 ENVIRONMENT = (
     "RUN_ID (the run to start or resume)",
     "CRASH_AT, CRASH_SEQ (die at this crash point, on this step)",
-    "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default ./.crashresume)",
+    "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default the platform's data "
+    "directory, e.g. ~/.local/share/crashresume, or /var/lib/crashresume as root)",
     "CLOUD_URL, MODEL_URL (the remotes)",
     "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
     "IN_FLIGHT_MARGIN (seconds a request may still act at its remote after TOOL_TIMEOUT: a "
