@@ -120,6 +120,8 @@ def test_the_support_demo_resends_the_ticket_under_its_key_and_checks_the_email(
     key = f"{email_run}:2"
     assert f"before the restart the desk's GET /v1/messages?message_id={key} lists 1" in out
     assert f"checking run={email_run} seq=2 key={key} effect=checked" in out
+    assert f"checked run={email_run} seq=2 key={key} effect=checked found=yes" in out
+    assert f"resending run={email_run}" not in out  # it only checked: nothing was sent again
     assert f"what the desk answered about {key}: delivered, present" in out  # no second send
     email = _steps(conn, email_run)[2]
     assert (email["state"], email["effect"], email["remote_status"]) == (
@@ -209,3 +211,16 @@ def test_an_unknown_order_is_an_answer_the_model_hears_and_nothing_is_filed(
     assert outcome.output == "I could not find order Z-9999 (#2)."
     assert _steps(conn, "no-order")[0]["result"]["error"] == "unknown_order"
     assert desk.tickets() == [] and desk.deliveries() == []
+
+
+def test_the_examples_help_keeps_its_lines_and_names_both_commands() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.support", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "  python -m examples.support demo     # two real crashes and restarts, checked" in lines
+    assert "``" not in done.stdout and "::" not in done.stdout  # no reST run together

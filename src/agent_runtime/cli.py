@@ -31,9 +31,10 @@ from .errors import (
     AgentRuntimeError,
     ConfigError,
 )
+from .logfmt import escape
 from .records import Lease
 from .runid import check_run_id
-from .worker import Worker
+from .worker import Outcome, Worker
 
 log = logging.getLogger("agent_runtime")
 
@@ -63,6 +64,15 @@ def agents_of(addresses: Sequence[str] | None) -> list[Agent]:
     return agents
 
 
+def _print_outcome(outcome: Outcome, task: str | None) -> None:
+    """What a finished run was asked and answered, on stdout (the log is on stderr)."""
+    from .operator.text import OWN_TASK, answer_text
+
+    print(f"run {outcome.run_id} {outcome.status}  steps {outcome.steps}")
+    print(escape(f"input   {OWN_TASK if task is None else task}"))
+    print(escape(f"answer  {answer_text(outcome.output, outcome.status)}"))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     settings = config.from_env()
     run_id = _run_id(args)  # before anything is started or written
@@ -76,8 +86,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = worker.run(
             run_id, agent=agents[0], input=args.input, lease=lease, create=lease is None
         )
+        task = worker.journal.require_run(run_id).input
     finally:
         worker.close()
+    _print_outcome(outcome, task)
     crash = settings.crash
     if crash.point is not None:  # it would have ended the process: this run never got there
         log.warning(
