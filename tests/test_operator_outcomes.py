@@ -25,7 +25,7 @@ def _claimed(journal: Journal, run_id: str, task: str | None = None) -> Lease:
 def test_run_prints_the_runs_input_and_final_answer(agent: Agent) -> None:
     done = agent.run("newcomer-run", "run", "--input", TASK)
     assert done.code == 0, done.out
-    assert "run newcomer-run done  steps 3" in done.out
+    assert "run newcomer-run: done, 3 steps" in done.out
     assert f"input   {TASK}" in done.out
     assert "answer  - (the model gave none)" in done.out  # the mock model's done has no text
 

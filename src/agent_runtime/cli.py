@@ -68,7 +68,7 @@ def _print_outcome(outcome: Outcome, task: str | None) -> None:
     """What a finished run was asked and answered, on stdout (the log is on stderr)."""
     from .operator.text import OWN_TASK, answer_text
 
-    print(f"run {outcome.run_id} {outcome.status}  steps {outcome.steps}")
+    print(f"run {outcome.run_id}: {outcome.status}, {outcome.steps} steps")
     print(escape(f"input   {OWN_TASK if task is None else task}"))
     print(escape(f"answer  {answer_text(outcome.output, outcome.status)}"))
 
