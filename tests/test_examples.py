@@ -1,4 +1,5 @@
-"""The example support agent (``examples/support``), run as its README says, and its tools.
+"""The example support agent (``examples/support``), run as docs/01-your-agent.md says,
+and its tools.
 
 The two commands run for real (the mocks under uvicorn, agent processes killed with
 ``os._exit``), and what they did is read back from the journal: one ticket, one delivery,
@@ -137,12 +138,11 @@ def test_the_support_demo_resends_the_ticket_under_its_key_and_checks_the_email(
     assert "Traceback" not in out
 
 
-def test_the_readme_shows_the_example_agent_exactly() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```$", readme, re.M | re.S)
-    assert blocks, "the README has no python block"
+def test_the_agent_page_shows_the_example_agent_exactly() -> None:
+    page = (REPO / "docs" / "01-your-agent.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", page, re.M | re.S)
+    assert blocks, "docs/01-your-agent.md has no python block"
     assert blocks[0] == EXAMPLE.read_text(encoding="utf-8")
-    assert readme.index(blocks[0]) < readme.index("## Install")
 
 
 # -- the example's tools under the desk's faults, in-process --------------------------------
