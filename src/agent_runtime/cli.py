@@ -149,6 +149,7 @@ ENVIRONMENT = (
     "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default the platform's data "
     "directory, e.g. ~/.local/share/crashresume, or /var/lib/crashresume as root)",
     "CLOUD_URL, MODEL_URL (the remotes)",
+    "CRASHRESUME_HOST (this host's name in owner tokens; default: the hostname)",
     "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
     "IN_FLIGHT_MARGIN (seconds a request may still act at its remote after TOOL_TIMEOUT: a "
     "checked call is checked only after both)",
