@@ -1,6 +1,7 @@
 """Root conftest: thin on purpose. Fixtures live in the named modules below."""
 
 pytest_plugins = [
+    "tests.fix_home",  # first: the session's own CRASHRESUME_HOME
     "tests.fix_db",
     "tests.fix_mocks",
     "tests.fix_runtime",

@@ -1,4 +1,5 @@
-"""The example support agent (``examples/support``), run as its README says, and its tools.
+"""The example support agent (``examples/support``), run as docs/01-your-agent.md says,
+and its tools.
 
 The two commands run for real (the mocks under uvicorn, agent processes killed with
 ``os._exit``), and what they did is read back from the journal: one ticket, one delivery,
@@ -121,6 +122,8 @@ def test_the_support_demo_resends_the_ticket_under_its_key_and_checks_the_email(
     key = f"{email_run}:2"
     assert f"before the restart the desk's GET /v1/messages?message_id={key} lists 1" in out
     assert f"checking run={email_run} seq=2 key={key} effect=checked" in out
+    assert f"checked run={email_run} seq=2 key={key} effect=checked found=yes" in out
+    assert f"resending run={email_run}" not in out  # it only checked: nothing was sent again
     assert f"what the desk answered about {key}: delivered, present" in out  # no second send
     email = _steps(conn, email_run)[2]
     assert (email["state"], email["effect"], email["remote_status"]) == (
@@ -136,12 +139,11 @@ def test_the_support_demo_resends_the_ticket_under_its_key_and_checks_the_email(
     assert "Traceback" not in out
 
 
-def test_the_readme_shows_the_example_agent_exactly() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```$", readme, re.M | re.S)
-    assert blocks, "the README has no python block"
+def test_the_agent_page_shows_the_example_agent_exactly() -> None:
+    page = (REPO / "docs" / "01-your-agent.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", page, re.M | re.S)
+    assert blocks, "docs/01-your-agent.md has no python block"
     assert blocks[0] == EXAMPLE.read_text(encoding="utf-8")
-    assert readme.index(blocks[0]) < readme.index("## Install")
 
 
 # -- the example's tools under the desk's faults, in-process --------------------------------
@@ -210,3 +212,16 @@ def test_an_unknown_order_is_an_answer_the_model_hears_and_nothing_is_filed(
     assert outcome.output == "I could not find order Z-9999 (#2)."
     assert _steps(conn, "no-order")[0]["result"]["error"] == "unknown_order"
     assert desk.tickets() == [] and desk.deliveries() == []
+
+
+def test_the_examples_help_keeps_its_lines_and_names_both_commands() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.support", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "  python -m examples.support demo     # two real crashes and restarts, checked" in lines
+    assert "``" not in done.stdout and "::" not in done.stdout  # no reST run together

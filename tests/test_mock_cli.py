@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -154,10 +155,21 @@ def test_the_help_explains_every_option_and_shows_an_example() -> None:
     text = done.stdout
     assert text.startswith("usage: python -m mock_remotes")
     assert "mock cloud" in text and "mock model" in text
-    assert "Example" in text and "python -m mock_remotes .crashresume/mocks" in text
+    assert "Example" in text and "python -m mock_remotes --cloud-port 8001" in text
     assert "SIGTERM" in text  # how it stops
     flat = " ".join(text.split())
     for action in build_parser()._actions:
         assert action.help, f"{action.dest} has no help"
         words = " ".join(str(action.help).split("%(")[0].split())
         assert words in flat, f"the help of {action.dest} is not shown"
+
+
+def test_version_prints_the_distributions_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mock_remotes", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"python -m mock_remotes {metadata.version('crashresume')}"

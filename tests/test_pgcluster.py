@@ -484,16 +484,6 @@ def test_describe_url_masks_passwords() -> None:
     assert describe_url("host=h password=pw dbname=d") == "host=h password=*** dbname=d"
 
 
-def test_default_home_is_the_environment_or_the_working_directory(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("CRASHRESUME_HOME", str(tmp_path / "h"))
-    assert dbsource.default_home() == tmp_path / "h"
-    monkeypatch.delenv("CRASHRESUME_HOME")
-    monkeypatch.chdir(tmp_path)
-    assert dbsource.default_home() == tmp_path / ".crashresume"
-
-
 def test_the_cli_cluster_persists_under_its_home_until_stopped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -36,6 +36,19 @@ from mock_remotes.serve import MockServers, MockStartError, start_mocks
 
 log = logging.getLogger("examples.support")
 
+HELP = """\
+The support agent against the mocks: once, or crashed and restarted.
+
+  python -m examples.support          # one run: the steps, the answer, the ticket, the email
+  python -m examples.support demo     # two real crashes and restarts, checked
+
+It starts the mock model and the mock support desk (state in a temporary directory) and
+uses the database the CLI uses (DATABASE_URL, else the local cluster under
+CRASHRESUME_HOME). The plain run drives the agent from Python with a Worker; the demo
+runs it as you would from a shell,
+  python -m agent_runtime run --agent examples.support:agent
+and kills it with CRASH_AT/CRASH_SEQ."""
+
 TASK = "Order A-1001 arrived broken: the mug's handle came off in the box."
 AGENT = "examples.support:agent"
 TICKET, EMAIL = 1, 2  # the steps: 0 lookup_order, 1 file_ticket, 2 send_email, 3 the answer
@@ -194,8 +207,18 @@ def demo(url: str, mocks: MockServers) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m examples.support", description=__doc__)
-    parser.add_argument("command", nargs="?", choices=("run", "demo"), default="run")
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.support",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=("run", "demo"),
+        default="run",
+        help="run: one run, its steps and answer (default); demo: two crashes and restarts",
+    )
     parser.add_argument("--input", default=TASK, help="the customer's message (run only)")
     args = parser.parse_args(argv)
     logfmt.install()

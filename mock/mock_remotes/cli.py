@@ -14,8 +14,10 @@ import argparse
 import logging
 import signal
 import time
+from importlib import metadata
 from types import FrameType
 
+from mock_remotes._home import default_data_dir
 from mock_remotes.serve import MockStartError, start_mocks
 
 logger = logging.getLogger(__name__)
@@ -32,9 +34,9 @@ desk (orders, tickets, a mailbox) runs too, its state in mock-support.sqlite3.""
 
 CLI_EPILOG = """\
 Example:
-  python -m mock_remotes .crashresume/mocks --cloud-port 8001 --model-port 8002
+  python -m mock_remotes --cloud-port 8001 --model-port 8002
   CLOUD_URL=http://127.0.0.1:8001 MODEL_URL=http://127.0.0.1:8002 python -m agent_runtime
-  python -m mock_remotes .crashresume/mocks --support-port 8003   # with the support desk
+  python -m mock_remotes /tmp/mocks --support-port 8003   # own DATA_DIR, with the support desk
 
 Exit status: 0 after a stop signal, 1 if a mock exited by itself, 2 on bad usage."""
 
@@ -49,13 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=CLI_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument(
         "data_dir",
         nargs="?",
-        default=".crashresume/mocks",
+        default=str(default_data_dir()),
         metavar="DATA_DIR",
         help="where both mocks keep their state and logs, created if missing "
-        "(default: %(default)s)",
+        "(default: mocks/ in $CRASHRESUME_HOME, else in the platform's data directory: "
+        "%(default)s)",
     )
     parser.add_argument(
         "--cloud-port",
@@ -102,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("crashresume")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Start the mocks as real uvicorn subprocesses, and stop them again.
 
-    with start_mocks(Path(".crashresume/mocks"), support=True) as mocks:
+    with start_mocks(Path("/tmp/mocks"), support=True) as mocks:
         ...  # mocks.cloud_url, mocks.model_url, mocks.support_url
 
 Each mock runs as `python -m uvicorn mock_remotes.<cloud|model|support>:app` on a

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from agent_runtime import config, logfmt
 from agent_runtime.localpg.dbsource import database_url
-from agent_runtime.loop.worker import Worker
+from agent_runtime.logfmt import escape
+from agent_runtime.loop.worker import Outcome, Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease
 from agent_runtime.store.runid import check_run_id
@@ -53,6 +54,15 @@ def _run_id(args: argparse.Namespace) -> str:
     return _new_run_id()
 
 
+def _print_outcome(outcome: Outcome, task: str | None) -> None:
+    """What a finished run was asked and answered, on stdout (the log is on stderr)."""
+    from agent_runtime.operator.text import OWN_TASK, answer_text
+
+    print(f"run {outcome.run_id}: {outcome.status}, {outcome.steps} steps")
+    print(escape(f"input   {OWN_TASK if task is None else task}"))
+    print(escape(f"answer  {answer_text(outcome.output, outcome.status)}"))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     settings = config.from_env()
     run_id = _run_id(args)  # before anything is started or written
@@ -66,8 +76,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = worker.run(
             run_id, agent=agents[0], input=args.input, lease=lease, create=lease is None
         )
+        task = worker.journal.require_run(run_id).input
     finally:
         worker.close()
+    _print_outcome(outcome, task)
     crash = settings.crash
     if crash.point is not None:  # it would have ended the process: this run never got there
         log.warning(
@@ -138,8 +150,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 ENVIRONMENT = (
     "RUN_ID (the run to start or resume)",
     "CRASH_AT, CRASH_SEQ (die at this crash point, on this step)",
-    "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default ./.crashresume)",
+    "DATABASE_URL (else a local cluster under CRASHRESUME_HOME, default the platform's data "
+    "directory, e.g. ~/.local/share/crashresume, or /var/lib/crashresume as root)",
     "CLOUD_URL, MODEL_URL (the remotes)",
+    "CRASHRESUME_HOST (this host's name in owner tokens; default: the hostname)",
     "LEASE, HEARTBEAT, POLL, TOOL_TIMEOUT, MODEL_TIMEOUT (seconds)",
     "IN_FLIGHT_MARGIN (seconds a request may still act at its remote after TOOL_TIMEOUT: a "
     "checked call is checked only after both)",

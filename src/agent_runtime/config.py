@@ -122,6 +122,7 @@ class Settings:
             )
 
     def with_changes(self, **changes: object) -> Settings:
+        """A copy with the given fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
     @property

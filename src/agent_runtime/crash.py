@@ -76,6 +76,7 @@ class CrashPlan:
             raise ConfigError(f"CRASH_SEQ must be a step number >= 0, got {self.seq}")
 
     def reached(self, point: str, seq: int) -> None:
+        """Crash here if this is the plan's point (and seq)."""
         if point == self.point and (self.seq is None or self.seq == seq):
             self.action(point, seq)
 

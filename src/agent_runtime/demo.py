@@ -49,7 +49,9 @@ def _agent(run_id: str, env: dict[str, str], crash_at: str | None) -> Leg:
         text=True,
         timeout=120,
     )
-    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    lines = [
+        ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()
+    ]  # log, then outcome
     for line in lines:
         if "schema-applied" not in line:
             print("  " + line)

@@ -20,23 +20,25 @@ from __future__ import annotations
 
 
 class CrashResumeError(Exception):
-    """Root of the errors the harness raises on purpose."""
+    """Root of the errors the harness raises on purpose; raised as one of its subclasses."""
 
 
 class UsageError(CrashResumeError):
-    """``conform`` (or the CLI) was called with arguments it cannot work with."""
+    """Raised when ``conform`` (or the CLI) is called with arguments it cannot work with; the
+    message says how to fix the call."""
 
 
 class BaselineError(CrashResumeError):
-    """The crash-free baseline run raised, so no crash scenario can be judged."""
+    """Raised when the crash-free baseline run raises, so no crash scenario can be judged."""
 
 
 class IsolationError(CrashResumeError):
-    """Process mode failed: no ``os.fork``, unpicklable data, or a child that vanished."""
+    """Raised when process mode fails: no ``os.fork``, unpicklable data, or a child that
+    vanished."""
 
 
 class SimulatedCrash(BaseException):
-    """The crash the harness injects at a side-effect boundary.
+    """Raised by the harness inside the subject at a side-effect boundary: the injected crash.
 
     It derives from ``BaseException`` so that ``except Exception`` in the subject cannot
     swallow it. Catching it (``except BaseException``, a bare ``except``) hides the crash; the

@@ -38,6 +38,7 @@ class Finding:
     rerun_cli: str  # the same from the command line
 
     def to_dict(self) -> dict[str, str]:
+        """The finding as plain JSON-ready data."""
         data = asdict(self)
         data["kind"] = str(self.kind)
         return data

@@ -78,6 +78,7 @@ class Report:
 
     @property
     def passed(self) -> bool:
+        """True when no scenario found anything."""
         return not self.findings
 
     def kinds(self) -> set[FindingKind]:
@@ -85,6 +86,7 @@ class Report:
         return {finding.kind for finding in self.findings}
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-ready data."""
         return {
             "passed": self.passed,
             "subject": self.subject,
@@ -101,6 +103,7 @@ class Report:
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:
+        """The report as JSON text."""
         return json.dumps(self.to_dict(), indent=indent)
 
     def _search(self) -> str:

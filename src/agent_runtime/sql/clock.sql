@@ -1,4 +1,4 @@
--- Named queries of the clock seam (agent_runtime.clock). cr_now() is the server's
+-- Named queries of the clock seam (agent_runtime.store.clock). cr_now() is the server's
 -- clock plus cr_clock.skew (see schema.sql); moving the skew moves time for every
 -- worker and supervisor on the database at once.
 

@@ -358,7 +358,7 @@ WITH calls AS (DELETE FROM tool_calls), decided AS (DELETE FROM decisions),
 DELETE FROM runs;
 
 -- name: held_runs
--- The supervisor's watch over its busy workers (agent_runtime.takeback): each run in
+-- The supervisor's watch over its busy workers (agent_runtime.supervisor.takeback): each run in
 -- %(runs)s, the ones its workers hold, found by primary key, with what says whether its
 -- worker still works on it: the generation that holds it (NULL: free, ended or gone),
 -- seconds since its lease ran out (negative: live), and seconds since its last progress,
@@ -380,7 +380,7 @@ LEFT JOIN LATERAL (
 ) t ON true;
 
 -- name: unserved_runs
--- The supervisor's look at what it will not take (agent_runtime.unserved): up to %(limit)s
+-- The supervisor's look at what it will not take (agent_runtime.supervisor.unserved): up to %(limit)s
 -- runs waiting for a worker -- pending or running, free past any backoff or with an expired
 -- lease, as claim_expired would take them -- whose agent is not one of %(agents)s, the
 -- agents this supervisor has, and that have waited at least %(after)s seconds since they

@@ -1,6 +1,6 @@
 -- crashresume / agent_runtime schema: the current shape of every table, written whole.
 --
--- agent_runtime.migrate runs this file once, on an empty database, in one transaction under
+-- agent_runtime.store.migrate runs this file once, on an empty database, in one transaction under
 -- the schema lock, and it stamps the version it is (the last line). A database made by an
 -- older version is brought to the same shape by the numbered files in sql/migrations/
 -- instead; tests/test_schema_migrations.py builds every historical version, migrates it and
@@ -154,7 +154,7 @@ CREATE TABLE tool_calls (
     intent_at timestamptz NOT NULL DEFAULT cr_now(),
     confirmed_at timestamptz,
     -- The tool's effect contract, journaled with the intent: a restart decides from it what
-    -- to do with an intent that has no confirm (agent_runtime.tooldef).
+    -- to do with an intent that has no confirm (agent_runtime.tools.tooldef).
     effect text NOT NULL DEFAULT 'keyed' CHECK (effect IN (
         'keyed',      -- re-send under the same key: the remote answers the first result
         'checked',    -- ask the remote whether the effect exists, act only if not
@@ -245,7 +245,7 @@ CREATE TABLE call_resolutions (
 );
 CREATE INDEX call_resolutions_of_run ON call_resolutions (run_id);
 
--- Which schema versions this database went through, and how (agent_runtime.migrate): its
+-- Which schema versions this database went through, and how (agent_runtime.store.migrate): its
 -- version is the highest. A version is the number of a file in sql/migrations/.
 CREATE TABLE schema_version (
     version integer PRIMARY KEY CHECK (version > 0),

@@ -1,4 +1,4 @@
--- Named queries of agent_runtime.migrate: what a database's schema is, the lock that makes
+-- Named queries of agent_runtime.store.migrate: what a database's schema is, the lock that makes
 -- concurrent migrators take turns, and the record of what was applied.
 
 -- name: schema_state

@@ -31,16 +31,22 @@ log = logging.getLogger(__name__)
 
 
 class Journal:
+    """Every read and fenced write of the journal over one connection: runs, decisions, tool
+    calls. A write made under a lease that lost the run changes nothing and raises
+    :class:`LeaseLost`."""
+
     def __init__(self, conn: db.Connection) -> None:
         self.conn = conn
 
     # -- reads ---------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> Run | None:
+        """The run with this id, or None."""
         row = db.one(self.conn, "get_run", {"run": run_id})
         return Run.from_row(row) if row else None
 
     def require_run(self, run_id: str) -> Run:
+        """The run with this id; :class:`RunNotFound` if there is none."""
         run = self.get_run(run_id)
         if run is None:
             raise RunNotFound(f"no run with id {run_id!r}")
@@ -130,14 +136,17 @@ class Journal:
         return adopted, None if row["has_steps"] else History(decisions={}, calls={}, answers={})
 
     def renew(self, lease: Lease, seconds: float) -> datetime:
+        """Extend the lease by ``seconds``; the new expiry. :class:`LeaseLost` if fenced."""
         row = self._fenced("renew_lease", lease, "lease renewal", seconds=seconds)
         expires: datetime = row["lease_expires_at"]
         return expires
 
     def check_owner(self, lease: Lease, what: str) -> None:
+        """:class:`LeaseLost` (naming ``what``) unless ``lease`` still owns the run."""
         self._fenced("check_owner", lease, what)
 
     def finish(self, lease: Lease, output: str | None = None) -> None:
+        """Mark the run done with its final answer ``output`` (fenced)."""
         self._fenced("finish_run", lease, "run completion", output=output)
 
     def park(self, lease: Lease, reason: str) -> None:
@@ -146,9 +155,11 @@ class Journal:
         self._fenced("park_run", lease, "needs attention", reason=reason)
 
     def fail(self, lease: Lease, reason: str) -> None:
+        """Mark the run failed for ``reason`` (fenced); nothing resumes it but ``retry``."""
         self._fenced("fail_run", lease, "run failure", reason=reason)
 
     def release(self, lease: Lease, reason: str, delay: float = 0.0) -> bool:
+        """Give the run up, resumable, claimable again after ``delay`` seconds."""
         return (
             db.one(
                 self.conn,

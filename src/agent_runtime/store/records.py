@@ -29,10 +29,12 @@ class Run:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
+        """The record of one database row."""
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     @property
     def lease_live(self) -> bool:
+        """Someone owns the run and its lease has not expired."""
         return (
             self.owner is not None
             and self.lease_expires_at is not None
@@ -62,6 +64,7 @@ class Decision:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Decision:
+        """The record of one database row."""
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
 
@@ -82,6 +85,7 @@ class ToolCall:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ToolCall:
+        """The record of one database row."""
         return cls(**{k: row[k] for k in cls.__dataclass_fields__ if k in row})
 
     @property
@@ -120,6 +124,7 @@ class ModelAnswer:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ModelAnswer:
+        """The record of one database row."""
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
 

@@ -46,6 +46,11 @@ STOP_GRACE = 5.0  # seconds a stopping supervisor waits for its workers to exit
 
 
 class Supervisor:
+    """Keeps runs moving: claims the runs of its agents whose lease expired (a dead or hung
+    worker's, a released run's after its backoff), starts a worker for each, kills workers that
+    stop making progress, and fails runs that never do (``python -m agent_runtime.supervisor``).
+    """
+
     def __init__(
         self,
         url: str,
@@ -301,6 +306,8 @@ class Supervisor:
                 pass
 
     def serve(self, *, once: bool = False) -> int:
+        """Claim and run until stopped (SIGINT/SIGTERM); ``once``: one sweep, then wait for
+        its workers and return. The process exit code."""
         s = self.settings
         log.info(
             "supervisor lease=%s poll=%s heartbeat=%s max_workers=%d max_attempts=%d "

@@ -213,6 +213,11 @@ class Actor:
                 if tool.effect == "checked" and again:
                     self._await_landing(lease, call)
                     found = tool.look_typed(attempted, args)
+                    log.info(
+                        "%s run=%s seq=%d key=%s effect=checked found=%s",
+                        "checked" if found is not None else "resending",
+                        lease.run_id, context.seq, call.idem_key, "no" if found is None else "yes",
+                    )  # fmt: skip
                     if found is not None:
                         return "confirmed", found
                 if again and tool.effect != "read":

@@ -1,5 +1,5 @@
 -- Migration 0001: the first release's schema (commit e35a0ae), whole. A database made by
--- it has no comment on runs; agent_runtime.migrate recognises it as version 1. Never run on
+-- it has no comment on runs; agent_runtime.store.migrate recognises it as version 1. Never run on
 -- a database that has anything: migrate creates an empty one from schema.sql instead; the
 -- tests run this file to prove that the migrations alone build what schema.sql builds.
 --
