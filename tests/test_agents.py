@@ -10,7 +10,8 @@ import pytest
 
 from agent_runtime import Agent, Call, ConfigError, Journal, Settings, Tool, UnknownAgent, Wiring
 from agent_runtime import tool as make_tool
-from agent_runtime.loop.worker import UnknownAgentChoice, Worker
+from agent_runtime.loop.outcome import UnknownAgentChoice
+from agent_runtime.loop.worker import Worker
 from agent_runtime.store.db import Connection, connect
 from agent_runtime.tools.agent import DEFAULT_AGENT, agent_of, by_name, load_agent
 from agent_runtime.tools.provisioning import agent as provisioning

@@ -22,7 +22,8 @@ import pytest
 
 from agent_runtime.config import Settings
 from agent_runtime.crash import CRASH_POINTS, CrashPlan, InjectedCrash, raise_crash
-from agent_runtime.loop.worker import Outcome, Worker
+from agent_runtime.loop.outcome import Outcome
+from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.journal import Journal
 from mock_remotes import Cloud, Model, cloud_transport, model_transport

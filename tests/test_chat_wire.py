@@ -21,7 +21,8 @@ import pytest
 from agent_runtime import config
 from agent_runtime.config import Settings, from_env
 from agent_runtime.errors import WrongEndpoint
-from agent_runtime.loop.worker import Outcome, Worker
+from agent_runtime.loop.outcome import Outcome
+from agent_runtime.loop.worker import Worker
 from agent_runtime.store import clock, db
 from agent_runtime.store.journal import Journal
 from agent_runtime.tools.provisioning import INSTRUCTIONS

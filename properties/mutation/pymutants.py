@@ -37,6 +37,7 @@ from .mutants import Mutant, digest, unified_diff
 PATHS: Final = {
     "worker": "loop/worker.py",
     "stopping": "loop/stopping.py",
+    "outcome": "loop/outcome.py",
     "acting": "tools/acting.py",
     "deciding": "llm/deciding.py",
     "conversation": "llm/conversation.py",

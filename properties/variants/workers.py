@@ -17,7 +17,8 @@ from psycopg.types.json import Jsonb
 from agent_runtime.clients import CallResult, CloudClient
 from agent_runtime.errors import RemoteUnavailable
 from agent_runtime.llm.conversation import DONE
-from agent_runtime.loop.worker import Outcome, Worker
+from agent_runtime.loop.outcome import Outcome
+from agent_runtime.loop.worker import Worker
 from agent_runtime.store.records import Decision, History, Lease, ToolCall, idempotency_key
 from agent_runtime.tools.acting import Actor
 from agent_runtime.tools.agent import Agent

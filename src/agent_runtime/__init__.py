@@ -87,7 +87,7 @@ _HOME = {
     "ModelError": "agent_runtime.errors",
     "ModelUnavailable": "agent_runtime.errors",
     "NeedsAttention": "agent_runtime.errors",
-    "Outcome": "agent_runtime.loop.worker",
+    "Outcome": "agent_runtime.loop.outcome",
     "RemoteError": "agent_runtime.errors",
     "RemoteRejected": "agent_runtime.errors",
     "RemoteUnavailable": "agent_runtime.errors",
@@ -143,7 +143,8 @@ if _typing.TYPE_CHECKING:
         UnusableDecision,
         WrongEndpoint,
     )
-    from agent_runtime.loop.worker import Outcome, Worker
+    from agent_runtime.loop.outcome import Outcome
+    from agent_runtime.loop.worker import Worker
     from agent_runtime.store.journal import Journal
     from agent_runtime.store.records import Decision, History, Lease, Run, RunTask, ToolCall
     from agent_runtime.supervisor.supervision import Supervisor

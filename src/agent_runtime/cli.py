@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from agent_runtime import config, logfmt
 from agent_runtime.localpg.dbsource import database_url
 from agent_runtime.logfmt import escape
-from agent_runtime.loop.worker import Outcome, Worker
+from agent_runtime.loop.outcome import Outcome
+from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease
 from agent_runtime.store.runid import check_run_id

@@ -9,6 +9,7 @@ comparison made in SQL against the one clock tests can move.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
+from agent_runtime.config import Settings
 from agent_runtime.errors import AgentRuntimeError, LeaseLost
 from agent_runtime.hostid import host_identity
 from agent_runtime.store import db
@@ -160,3 +162,28 @@ class OwnedWait:
         if lease is not None:
             self._guard(lease)
             self._journal.check_owner(lease, "a tool's retry after a wait")
+
+
+def make_heartbeat(
+    lease: Lease,
+    settings: Settings,
+    *,
+    url: str | None,
+    connect: Callable[[], db.Connection] | None,
+    journal: Callable[[db.Connection], Journal] = Journal,
+) -> Heartbeat | None:
+    """The renewal of ``lease``: a started thread on connections to ``url``; with
+    ``connect`` instead, a heartbeat its caller beats (tests, the property suite); with
+    neither, none (a test that moves the clock itself)."""
+    if url is not None:
+        connect = functools.partial(db.connect, url, application_name="agent_runtime.heartbeat")
+    if connect is None:
+        return None
+    heartbeat = Heartbeat(
+        lease,
+        connect=connect,
+        lease_seconds=settings.lease,
+        interval=settings.heartbeat,
+        journal=journal,
+    )
+    return heartbeat.start() if url is not None else heartbeat

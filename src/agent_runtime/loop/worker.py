@@ -22,13 +22,11 @@ runtime's own or one it did not expect (a bug: logged with its traceback, raised
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -37,33 +35,24 @@ from agent_runtime.backoff import Backoff, uniform
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import (
-    AgentRuntimeError,
     LeaseLost,
 )
 from agent_runtime.llm.conversation import DONE
 from agent_runtime.llm.deciding import Decider
 from agent_runtime.llm.models import Model
 from agent_runtime.loop.claiming import claim_run
-from agent_runtime.loop.lease import Heartbeat, OwnedWait, owner_token
+from agent_runtime.loop.lease import Heartbeat, OwnedWait, make_heartbeat, owner_token
+from agent_runtime.loop.outcome import Outcome, UnknownAgentChoice, already_done, output_of
 from agent_runtime.loop.stopping import holding
 from agent_runtime.store import db
 from agent_runtime.store.journal import Journal
-from agent_runtime.store.records import Decision, History, Lease, RunTask
+from agent_runtime.store.records import History, Lease, RunTask
 from agent_runtime.store.runid import check_run_id
 from agent_runtime.tools.acting import Actor
 from agent_runtime.tools.agent import Agent, Wiring, agent_of, by_name
 from agent_runtime.tools.tooldef import Tool
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Outcome:
-    run_id: str
-    status: str  # 'done' here; failures raise
-    steps: int  # confirmed tool calls
-    llm_calls: int  # journaled model answers
-    output: str | None = None  # the final answer's text (None: the model gave none)
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -299,12 +288,18 @@ class Worker:
         if lease is None:
             lease = self.claim(run_id, takeover=takeover)
             if lease is None:
-                return self._already_done(run_id)
+                return already_done(self.journal, run_id)
         history = None  # read at the start of the drive, unless the adoption proved it empty
         if lease.owner != self.owner:
             lease, history = self.journal.adopt(lease, self.owner)
             log.info("adopted run=%s generation=%d owner=%s", run_id, lease.generation, self.owner)
-        self._heartbeat = self._make_heartbeat(lease)
+        self._heartbeat = make_heartbeat(
+            lease,
+            self.settings,
+            url=self.heartbeat_url,
+            connect=self.heartbeat_connect,
+            journal=type(self.journal),
+        )
         try:
             with self._holding(lease):
                 return self._drive(
@@ -325,22 +320,6 @@ class Worker:
         if len(self.agents) != 1:
             raise UnknownAgentChoice(sorted(self.agents))
         return next(iter(self.agents.values()))
-
-    def _make_heartbeat(self, lease: Lease) -> Heartbeat | None:
-        url = self.heartbeat_url
-        connect = self.heartbeat_connect
-        if url is not None:
-            connect = functools.partial(db.connect, url, application_name="agent_runtime.heartbeat")
-        if connect is None:
-            return None
-        heartbeat = Heartbeat(
-            lease,
-            connect=connect,
-            lease_seconds=self.settings.lease,
-            interval=self.settings.heartbeat,
-            journal=type(self.journal),
-        )
-        return heartbeat.start() if url is not None else heartbeat
 
     @contextmanager
     def _holding(self, lease: Lease) -> Iterator[None]:
@@ -369,15 +348,6 @@ class Worker:
                 self.actor.act(lease, self.tools_for(agent), history.decisions[call.seq], call)
         self.journal.release(lease, "resolved by an operator", delay=0.0)
         return len(stranded)
-
-    def _already_done(self, run_id: str) -> Outcome:
-        history = self.journal.history(run_id)
-        run = self.journal.require_run(run_id)
-        steps = sum(1 for c in history.calls.values() if c.confirmed)
-        log.info("already-done run=%s steps=%d llm_calls=%d", run_id, steps, run.llm_calls)
-        return Outcome(
-            run_id=run_id, status="done", steps=steps, llm_calls=run.llm_calls, output=run.output
-        )
 
     def _drive(
         self, lease: Lease, agent: Agent, task: str | None, history: History | None = None
@@ -408,7 +378,7 @@ class Worker:
             decision = history.decisions[seq]
             llm_calls = max(llm_calls, decision.llm_call)
             if decision.tool == DONE:
-                output = _output_of(history, decision)
+                output = output_of(history, decision)
                 self.journal.finish(lease, output)
                 log.info("done run=%s steps=%d llm_calls=%d", lease.run_id, seq, llm_calls)
                 return Outcome(
@@ -425,19 +395,3 @@ class Worker:
     def _guard(self, lease: Lease) -> None:
         if self._heartbeat is not None and self._heartbeat.lost.is_set():
             raise LeaseLost(f"run {lease.run_id}: the heartbeat found the lease taken over")
-
-
-class UnknownAgentChoice(AgentRuntimeError):
-    """A new run without an agent on a worker of several: which one is meant?"""
-
-    def __init__(self, names: list[str]) -> None:
-        super().__init__(
-            f"this worker has several agents ({', '.join(names)}); name the new run's agent"
-        )
-
-
-def _output_of(history: History, decision: Decision) -> str | None:
-    """The final answer's text: the content of the assistant message that made it."""
-    answer = history.answers.get(decision.llm_call)
-    content = answer.message.get("content") if answer is not None else None
-    return content if isinstance(content, str) else None
