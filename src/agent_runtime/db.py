@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 5  # seconds to reach the server before giving up
 SCHEMA_LOCK = 7_300_105  # advisory lock key serialising schema creation
-SCHEMA_VERSION = "crashresume schema 9"  # the comment schema.sql puts on the runs table
+SCHEMA_VERSION = "crashresume schema 10"  # the comment schema.sql puts on the runs table
 
 Row = dict[str, Any]
 Connection = psycopg.Connection[Row]

@@ -153,12 +153,18 @@ RETURNING id;
 -- waiting for the WAL flush (SET LOCAL, this transaction only): nothing is acted on before
 -- the intent's durable commit, which flushes this one too (WAL is sequential). A database
 -- crash before that costs one model call asked again; a process crash loses nothing (an
--- asynchronous commit is visible at once). The run row changes only by llm_calls, a
--- column no index holds, so the update is HOT.
+-- asynchronous commit is visible at once). The run row changes by llm_calls, a column no
+-- index holds, and by updated_at (its last activity, the order of `runs`) only when that
+-- is a minute old or more: an update that leaves every indexed column as it was stays HOT,
+-- so a run's steps pay the index writes of one update a minute at most (schema 10;
+-- refreshed at every step, or every second with steps of a second or more, none is HOT:
+-- ARCHITECTURE.md, "A journal of a million runs").
 WITH relaxed AS (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 ), owned AS (
-    UPDATE runs SET llm_calls = llm_calls + 1
+    UPDATE runs SET llm_calls = llm_calls + 1,
+        updated_at = CASE WHEN updated_at <= cr_now() - interval '60 seconds' THEN cr_now()
+                          ELSE updated_at END
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
       AND status = 'running' AND (SELECT setting FROM relaxed) = 'off'
     RETURNING id, llm_calls
