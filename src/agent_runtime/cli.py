@@ -187,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .operator.commands import register_operator_commands  # runs, show, resolve, cancel
 
     register_operator_commands(sub)
+    from .prune import register_prune_command
+
+    register_prune_command(sub)
     return parser
 
 

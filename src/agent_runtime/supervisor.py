@@ -26,6 +26,8 @@ action=killed``, or one still beating whose run made no progress for ``--stuck-a
 seconds, ``worker-stuck run=... pid=... no_progress_for=...s stuck_after=...s
 action=killed`` (:mod:`agent_runtime.takeback`). A claimable run of an agent it does not
 have is named once, ``unserved run=... agent=...`` (:mod:`agent_runtime.unserved`).
+With ``--prune-after DURATION`` it removes final runs that old, at most once a minute
+(:mod:`agent_runtime.prune`): ``pruned status=done runs=500 older_than=...s``.
 
 The :class:`Supervisor` itself is in :mod:`agent_runtime.supervision`; this module is
 the command.
@@ -43,6 +45,7 @@ from ._version import version
 from .agent import DEFAULT_AGENT
 from .cli import agents_of
 from .dbsource import database_url
+from .duration import parse_duration
 from .errors import AgentRuntimeError
 from .supervision import Supervisor
 from .workerpool import SPAWN_MODES
@@ -96,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"{config.STUCK_AFTER:g}; env STUCK_AFTER)",
     )
     parser.add_argument(
+        "--prune-after",
+        metavar="DURATION",
+        help="remove done, failed and cancelled runs (with all their journal) once their "
+        "last change is this old, e.g. 30d; checked every minute, in short batches "
+        "(default: never; env PRUNE_AFTER)",
+    )
+    parser.add_argument(
         "--spawn",
         choices=SPAWN_MODES,
         default="pool",
@@ -132,6 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_backoff=args.run_backoff,
             run_backoff_cap=args.run_backoff_cap,
             stuck_after=args.stuck_after,
+            prune_after=None
+            if args.prune_after is None
+            else parse_duration(args.prune_after, option="--prune-after"),
         )
         addresses = args.agent or [DEFAULT_AGENT]
         agents = agents_of(addresses)  # a wrong --agent is refused, named, before a claim
