@@ -137,3 +137,21 @@ def test_a_claim_of_one_run_and_a_prune_batch_read_by_key(journal: db.Connection
     # and in the plan a supervisor's connection keeps (the generic one), too
     generic = _generic_scans(journal, "prune_batch", batch, "runs")
     assert "Index Scan [runs_activity]" in generic and "Seq Scan []" not in generic
+
+
+def test_the_sweeps_look_for_unserved_runs_probes_each_agent_not_each_run(
+    journal: db.Connection,
+) -> None:
+    """A backlog of the supervisor's own agent is one index probe of unserved_runs, not a
+    read of every waiting run to find the few of other agents."""
+    journal.execute(
+        "INSERT INTO runs (id, agent) SELECT 'mine-' || g, 'provisioning'"
+        " FROM generate_series(1, 3000) g"
+    )
+    journal.execute("INSERT INTO runs (id, agent) VALUES ('theirs', 'support')")
+    journal.execute("ANALYZE runs")
+    params = {"agents": ["provisioning"], "after": 0.0, "limit": 100}
+    nodes = _plan(journal, "unserved_runs", params)
+    _never_scanned_whole(nodes)
+    assert "runs_agent_waiting" in {n.get("Index Name") for n in nodes}
+    assert [r["id"] for r in db.run(journal, "unserved_runs", params)] == ["theirs"]

@@ -75,8 +75,9 @@ def test_a_schema_6_database_gets_schema_7s_indexes_on_runs(conn: Any) -> None:
         "WHERE indrelid = 'runs'::regclass ORDER BY 1"
     ).fetchall()
     assert [r["name"] for r in found] == [
+        "runs_activity",  # schema 10's (it replaced runs_attention)
+        "runs_agent_waiting",  # schema 10's
         "runs_attempts",
-        "runs_attention",
         "runs_claim_order",
         "runs_pkey",
     ]
@@ -107,3 +108,22 @@ def test_a_schema_8_database_learns_the_rejected_status_of_a_refused_call(conn: 
         error,
         0,
     )
+
+
+def test_a_schema_9_database_gets_schema_10s_indexes(conn: Any) -> None:
+    for index in ("runs_activity", "runs_agent_waiting", "tool_calls_in_doubt"):
+        conn.execute(f"DROP INDEX {index}")
+    conn.execute(  # schema 9's, which schema 10 drops
+        "CREATE INDEX runs_attention ON runs (updated_at) WHERE status = 'needs_attention'"
+    )
+    conn.execute("COMMENT ON TABLE runs IS 'crashresume schema 9'")
+    assert not db.has_schema(conn)
+    db.ensure_schema(conn)
+    assert db.has_schema(conn)
+    found = conn.execute(
+        "SELECT indexrelid::regclass::text AS name FROM pg_index "
+        "WHERE indrelid IN ('runs'::regclass, 'tool_calls'::regclass) ORDER BY 1"
+    ).fetchall()
+    names = {r["name"] for r in found}
+    assert {"runs_activity", "runs_agent_waiting", "tool_calls_in_doubt"} <= names
+    assert "runs_attention" not in names

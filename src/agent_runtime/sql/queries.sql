@@ -391,13 +391,32 @@ LEFT JOIN LATERAL (
 -- lease, as claim_expired would take them -- whose agent is not one of %(agents)s, the
 -- agents this supervisor has, and that have waited at least %(after)s seconds since they
 -- became claimable (their lease's end, else their last change): a supervisor that serves
--- the agent would have taken them by then. The longest waiting first.
-SELECT id, agent, status,
-       extract(epoch FROM cr_now() - coalesce(lease_expires_at, updated_at))::float8 AS waited
-FROM runs
-WHERE status IN ('pending', 'running')
-  AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
-  AND NOT (agent = ANY (%(agents)s::text[]))
-  AND coalesce(lease_expires_at, updated_at) <= cr_now() - make_interval(secs => %(after)s)
-ORDER BY coalesce(lease_expires_at, updated_at), id
+-- the agent would have taken them by then. The longest waiting first. Flat in the backlog
+-- (schema 10): the agents that have runs waiting are found one index probe each (a loose
+-- scan of runs_agent_waiting), and only the others' runs are read, in that index's order,
+-- at most %(limit)s each; a backlog of a million runs of its own agents costs one probe.
+WITH RECURSIVE waiting AS (
+    (SELECT agent FROM runs WHERE status IN ('pending', 'running') ORDER BY agent LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.agent FROM runs r
+            WHERE r.status IN ('pending', 'running') AND r.agent > w.agent
+            ORDER BY r.agent LIMIT 1)
+    FROM waiting w
+    WHERE w.agent IS NOT NULL
+)
+SELECT u.id, u.agent, u.status,
+       extract(epoch FROM cr_now() - u.since)::float8 AS waited
+FROM waiting w
+CROSS JOIN LATERAL (
+    SELECT r.id, r.agent, r.status, coalesce(r.lease_expires_at, r.updated_at) AS since
+    FROM runs r
+    WHERE r.agent = w.agent AND r.status IN ('pending', 'running')
+      AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= cr_now())
+      AND coalesce(r.lease_expires_at, r.updated_at)
+          <= cr_now() - make_interval(secs => %(after)s)
+    ORDER BY r.updated_at, r.id
+    LIMIT %(limit)s
+) u
+WHERE w.agent IS NOT NULL AND NOT (w.agent = ANY (%(agents)s::text[]))
+ORDER BY u.since, u.id
 LIMIT %(limit)s;

@@ -274,3 +274,8 @@ CREATE INDEX IF NOT EXISTS runs_activity ON runs (status, updated_at DESC, id);
 CREATE INDEX IF NOT EXISTS tool_calls_in_doubt ON tool_calls (run_id) WHERE state = 'intent';
 -- runs_activity serves needs_attention's order too.
 DROP INDEX IF EXISTS runs_attention;
+-- The supervisor's look for runs of agents it does not have (unserved_runs): the agents
+-- with runs waiting, one probe each, then only the other agents' runs, oldest first. Not
+-- on lease_expires_at: a heartbeat's renewal stays HOT.
+CREATE INDEX IF NOT EXISTS runs_agent_waiting ON runs (agent, updated_at, id)
+    WHERE status IN ('pending', 'running');
