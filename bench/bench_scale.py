@@ -3,14 +3,17 @@
     python bench/bench_scale.py [--sizes 10000 100000 1000000] [--steps 3] [--reps 9]
                                 [--live 100]
 
-It fills one journal by SQL (``bench/sql/scale.sql``: ``generate_series``, seconds per
-million), growing it to each size in turn: a history of that many final runs (3% failed,
-2% cancelled, the rest done; ``--steps`` confirmed steps each, one claim each), a backlog
-of as many pending runs nobody has claimed yet, and the same ``--live`` runs in flight at
-every size (running under a live lease with a call in doubt, parked on one, exhausted). It
-then VACUUM ANALYZEs, as autovacuum would, and times each operation ``--reps`` times,
-printing the median in milliseconds per size and the ratio of the largest size to the
-first:
+It fills one database per size (``scale_<size>``, on the same server) by SQL
+(``bench/sql/scale.sql``: ``generate_series``, about two minutes per million): a history of
+that many final runs (3% failed, 2% cancelled, the rest done; ``--steps`` confirmed steps
+each, one claim each), a backlog of as many pending runs nobody has claimed yet, and the
+same ``--live`` runs in flight at every size (running under a live lease with a call in
+doubt, parked on one, exhausted); then VACUUM ANALYZE, as autovacuum would. It times each
+operation ``--reps`` times *interleaved* (one call at each size in turn, so the shared
+machine's load moves every size alike) after one unmeasured call at each, and prints per
+size the median in milliseconds, the ratio of the largest size to the first, and the
+pages the operation touched (shared buffers hit or read, ``pg_stat_database``: the cost
+the index paths decide, which no load moves):
 
 - the operator's reads, through the functions the CLI calls: ``runs`` (the first page of
   100, the next page by ``--after``, each ``--status``, ``--in-doubt``) and ``show RUN`` (a
@@ -32,11 +35,14 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _setup import QUERIES, database
+from _setup import QUERIES, database, other_database
 from agent_runtime import db
 from agent_runtime.operator.cursor import Cursor
 from agent_runtime.operator.snapshot import STATUSES, list_runs, read_history
@@ -45,15 +51,22 @@ RULE = 1.5  # the largest size's median over the first's, at most
 PAGE = 100  # runs per page: the CLI's default --limit
 
 
-def _timed(fn: Callable[[], object], reps: int) -> float:
-    """Median milliseconds of ``reps`` calls, after one unmeasured call (plans, caches)."""
+def _pages(conn: db.Connection) -> int:
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    row = conn.execute(
+        "SELECT blks_hit + blks_read AS n FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def _pages_of(conn: db.Connection, fn: Callable[[], object]) -> int:
+    """Pages one call touches, net of the reading itself."""
+    base = _pages(conn)
+    idle = _pages(conn) - base
+    before = _pages(conn)
     fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return _pages(conn) - before - idle
 
 
 def _rolled_back(conn: db.Connection, name: str, params: Callable[[], dict[str, object]]):
@@ -110,59 +123,83 @@ def operations(conn: db.Connection, size: int) -> dict[str, Callable[[], object]
     return ops
 
 
-def fill(conn: db.Connection, start: int, size: int, steps: int) -> None:
+def fill(conn: db.Connection, size: int, steps: int, live: int) -> None:
+    db.ensure_schema(conn)
+    db.run(conn, "delete_all_runs")
+    conn.execute("UPDATE cr_clock SET skew = interval '0', frozen_at = NULL")
+    conn.execute(QUERIES["scale_live"], {"n": live})
     chunk = 100_000  # runs per statement: a statement's memory stays small
-    for first in range(start + 1, size + 1, chunk):
-        last = min(size, first + chunk - 1)
-        params = {"first": first, "last": last, "steps": steps}
+    for first in range(1, size + 1, chunk):
+        params = {"first": first, "last": min(size, first + chunk - 1), "steps": steps}
         conn.execute(QUERIES["scale_history"], params)
         conn.execute(QUERIES["scale_backlog"], params)
     conn.execute("VACUUM ANALYZE")
+
+
+def _database(url: str, size: int) -> str:
+    name = f"scale_{size}"
+    with db.connection(other_database(url)) as admin:
+        admin.execute(
+            psycopg.sql.SQL("DROP DATABASE IF EXISTS {}").format(psycopg.sql.Identifier(name))
+        )
+        admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    return other_database(url, name)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--live", type=int, default=100)
     args = parser.parse_args()
     sizes = sorted(args.sizes)
-    with database() as url, db.connection(url) as conn:
-        db.ensure_schema(conn)
-        db.run(conn, "delete_all_runs")
-        conn.execute("UPDATE cr_clock SET skew = interval '0', frozen_at = NULL")
-        conn.execute(QUERIES["scale_live"], {"n": args.live})
-        results: dict[int, dict[str, float]] = {}
-        done = 0
+    with database() as url, ExitStack() as stack:
+        conns: dict[int, db.Connection] = {}
         for size in sizes:
+            conns[size] = stack.enter_context(db.connection(_database(url, size)))
             began = time.perf_counter()
-            fill(conn, done, size, args.steps)
-            done = size
-            row = conn.execute(QUERIES["scale_sizes"]).fetchone()
+            fill(conns[size], size, args.steps, args.live)
+            row = conns[size].execute(QUERIES["scale_sizes"]).fetchone()
             assert row is not None
             print(
                 f"size {size:>9,}: {row['runs']:,} runs, {row['size']}, filled in "
                 f"{time.perf_counter() - began:.0f} s",
                 flush=True,
             )
-            results[size] = {
-                name: _timed(fn, args.reps) for name, fn in operations(conn, size).items()
-            }
-        _report(results, sizes)
+        ops = {size: operations(conns[size], size) for size in sizes}
+        times: dict[str, dict[int, list[float]]] = {}
+        pages: dict[str, dict[int, int]] = {}
+        for name in ops[sizes[0]]:
+            times[name] = {size: [] for size in sizes}
+            for size in sizes:
+                ops[size][name]()  # unmeasured: plans, catalogs, caches
+            pages[name] = {size: _pages_of(conns[size], ops[size][name]) for size in sizes}
+            for _ in range(args.reps):
+                for size in sizes:
+                    fn = ops[size][name]
+                    start = time.perf_counter()
+                    fn()
+                    times[name][size].append((time.perf_counter() - start) * 1000)
+        _report(times, pages, sizes)
 
 
-def _report(results: dict[int, dict[str, float]], sizes: list[int]) -> None:
-    head = "".join(f"{s:>12,}" for s in sizes)
-    print("\nmedian ms per operation, by history size (+ as many pending runs)\n")
-    print(f"{'operation':<28}{head}{'ratio':>9}  rule")
+def _report(
+    times: dict[str, dict[int, list[float]]], pages: dict[str, dict[int, int]], sizes: list[int]
+) -> None:
+    head = "".join(f"{s:>11,}" for s in sizes)
+    pages_head = "".join(f"{s:>9,}" for s in sizes)
+    print("\nmedian ms per operation by history size (+ as many pending runs); pages touched\n")
+    print(f"{'operation':<26}{head}{'ratio':>7}  rule |{pages_head}")
     worst = 0.0
-    for name in results[sizes[0]]:
-        row = [results[s][name] for s in sizes]
+    for name, by_size in times.items():
+        row = [statistics.median(by_size[s]) for s in sizes]
         ratio = row[-1] / row[0]
-        worst = max(worst, ratio)
-        cells = "".join(f"{v:12.2f}" for v in row)
-        print(f"{name:<28}{cells}{ratio:9.2f}  {'ok' if ratio <= RULE else 'OVER'}")
+        worst = max(worst, ratio) if not name.startswith("SELECT 1") else worst
+        cells = "".join(f"{v:11.2f}" for v in row)
+        touched = "".join(f"{pages[name][s]:9d}" for s in sizes)
+        verdict = "ok" if ratio <= RULE else "OVER"
+        print(f"{name:<26}{cells}{ratio:7.2f}  {verdict:<4} |{touched}")
     print(f"\nworst ratio {worst:.2f} (rule: every row within {RULE}x of the first size)")
 
 
