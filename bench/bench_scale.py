@@ -62,6 +62,7 @@ def _pages(conn: db.Connection) -> int:
 
 def _pages_of(conn: db.Connection, fn: Callable[[], object]) -> int:
     """Pages one call touches, net of the reading itself."""
+    _pages(conn)  # the first reading of a connection loads catalogs of its own
     base = _pages(conn)
     idle = _pages(conn) - base
     before = _pages(conn)
