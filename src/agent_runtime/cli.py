@@ -143,8 +143,7 @@ ENVIRONMENT = (
     "the model before the next one fails the run; default 3)",
     "STUCK_AFTER (seconds a supervised run may make no progress before its worker is "
     "killed; 0: never)",
-    "PRUNE_AFTER (a duration such as 30d: a supervisor removes final runs that old; "
-    "default never)",
+    "PRUNE_AFTER (a duration such as 30d: a supervisor removes final runs that old; default never)",
     "RUN_BACKOFF, RUN_BACKOFF_CAP (seconds a run stopped by a resumable error waits, first "
     "and at most)",
     "MAX_ATTEMPTS, GIVE_UP_AFTER (claims, and seconds, without progress before the "
