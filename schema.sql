@@ -264,13 +264,15 @@ COMMENT ON TABLE runs IS 'crashresume schema 10';
 -- supervisor's claims read through indexes in exactly their order, so a page of `runs` or
 -- a claim costs the same with ten thousand runs or a million; prune removes final runs.
 -- runs.updated_at is a run's last activity: every write that changes the run row sets it,
--- and record_decision refreshes it when it is a second old or more (queries.sql), so a
--- step's update keeps its HOT. `runs` (every status filter, needs_attention included)
--- pages through this index by (updated_at DESC, id), one index range per status, and
--- prune finds the oldest final runs of one status through it.
+-- and record_decision refreshes it when it is a minute old or more (queries.sql), so a
+-- step's update keeps its HOT. (ensure_schema applies this file in one transaction: the
+-- version comment above stands for this block too.) `runs` (every status filter,
+-- needs_attention included) pages through this index by (updated_at DESC, id), one index
+-- range per status, and prune finds the oldest final runs of one status through it.
 CREATE INDEX IF NOT EXISTS runs_activity ON runs (status, updated_at DESC, id);
 -- `runs --in-doubt`: the calls in doubt (an intent without a confirm) are few whatever
--- the journal's size; the list starts from them, not from every run.
+-- the journal's size; the list starts from them, not from every run. Its cost: a confirm
+-- changes state, so its update of tool_calls is no longer HOT (ARCHITECTURE.md).
 CREATE INDEX IF NOT EXISTS tool_calls_in_doubt ON tool_calls (run_id) WHERE state = 'intent';
 -- runs_activity serves needs_attention's order too.
 DROP INDEX IF EXISTS runs_attention;

@@ -111,8 +111,9 @@ def test_a_schema_8_database_learns_the_rejected_status_of_a_refused_call(conn: 
 
 
 def test_a_schema_9_database_gets_schema_10s_indexes(conn: Any) -> None:
-    for index in ("runs_activity", "runs_agent_waiting", "tool_calls_in_doubt"):
-        conn.execute(f"DROP INDEX {index}")
+    conn.execute("DROP INDEX runs_activity")
+    conn.execute("DROP INDEX runs_agent_waiting")
+    conn.execute("DROP INDEX tool_calls_in_doubt")
     conn.execute(  # schema 9's, which schema 10 drops
         "CREATE INDEX runs_attention ON runs (updated_at) WHERE status = 'needs_attention'"
     )
