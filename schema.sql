@@ -81,7 +81,15 @@ CREATE INDEX runs_claim_order ON runs (updated_at, id)
 -- which changes only that column, rewrites the run row in place (HOT).
 CREATE INDEX runs_attempts ON runs (attempts)
     WHERE status IN ('pending', 'running');
-CREATE INDEX runs_attention ON runs (updated_at) WHERE status = 'needs_attention';
+-- A run's last activity (updated_at: every write that changes the run row sets it, and
+-- record_decision refreshes it when it is a minute old or more, so a step keeps its HOT
+-- update): `runs` pages through this index by (updated_at DESC, id), one range per status
+-- (needs_attention included), and prune finds the oldest final runs of a status (0011).
+CREATE INDEX runs_activity ON runs (status, updated_at DESC, id);
+-- The supervisor's look for runs of agents it does not have (unserved_runs): one probe per
+-- agent with waiting runs, then the other agents' runs, oldest first.
+CREATE INDEX runs_agent_waiting ON runs (agent, updated_at, id)
+    WHERE status IN ('pending', 'running');
 -- The last version stamped here, before schema_version took over (migration 0010). It
 -- stays: a crashresume from before it compares this comment, and on any other text would
 -- re-apply its own schema.sql over this one.
@@ -171,6 +179,10 @@ CREATE TABLE tool_calls (
     sends integer NOT NULL DEFAULT 1,  -- attempts journaled as sent (a read's not counted)
     PRIMARY KEY (run_id, seq)
 );
+-- `runs --in-doubt` starts from the calls in doubt (an intent without a confirm), few
+-- whatever the journal's size. Its price: a confirm changes state, so its update of
+-- tool_calls is not HOT (ARCHITECTURE "A journal of a million runs").
+CREATE INDEX tool_calls_in_doubt ON tool_calls (run_id) WHERE state = 'intent';
 
 -- Audit trail of lease claims, for the operator view: who took a run over, when, and why.
 CREATE TABLE run_claims (
@@ -258,4 +270,4 @@ CREATE TABLE schema_version (
     applied_at timestamptz NOT NULL DEFAULT now()
 );
 -- The version this file is: the number of the last file in sql/migrations/.
-INSERT INTO schema_version (version, how) VALUES (10, 'created');
+INSERT INTO schema_version (version, how) VALUES (11, 'created');

@@ -288,8 +288,12 @@ def test_runs_lists_owner_lease_counts_and_filters_by_status(conn: Any, database
     both = cli(database_url, "runs", "--status", "pending", "--status", "done", "--json").json()
     assert sorted(r["id"] for r in both["runs"]) == ["a-pending", "c-done"]
     limited = cli(database_url, "runs", "--limit", "2").stdout.splitlines()
-    assert limited[-2] == "showing 2 of 4 runs (--limit 0 lists all)"
-    assert limited[-1].startswith("waiting for a worker of agent 'provisioning'")
+    more = next(ln for ln in limited if ln.startswith("showing 2 runs, more follow"))
+    after = more.split("--after ")[1].split()[0]
+    rest = cli(database_url, "runs", "--limit", "2", "--after", after).stdout.splitlines()
+    assert "2 runs" in rest and not any(ln.startswith("showing") for ln in rest)
+    shown = [ln.split()[0] for ln in limited[1:3] + rest[1:3]]
+    assert shown == [ln.split()[0] for ln in lines[1:5]]  # the same runs, in the same order
 
     clock.advance(conn, 13)
     row = next(ln for ln in cli(database_url, "runs").stdout.splitlines() if "b-run" in ln)
@@ -302,7 +306,7 @@ def test_runs_lists_owner_lease_counts_and_filters_by_status(conn: Any, database
 def test_runs_on_an_empty_journal_says_so(conn: Any, database_url: str) -> None:
     out = cli(database_url, "runs")
     assert (out.code, out.stdout.strip()) == (0, "no runs yet")
-    assert cli(database_url, "runs", "--json").json() == {"now": None, "total": 0, "runs": []}
+    assert cli(database_url, "runs", "--json").json() == {"now": None, "next": None, "runs": []}
 
 
 # -- cancel ---------------------------------------------------------------------------------
@@ -431,7 +435,7 @@ def test_runs_on_a_database_without_the_schema_says_there_are_no_runs_yet(
     assert "has no crashresume schema (nothing has run against it;" in out.stdout
     as_json = cli(empty_database, "runs", "--json")
     assert as_json.code == 0, as_json.stderr
-    assert as_json.json() == {"now": None, "total": 0, "runs": []}
+    assert as_json.json() == {"now": None, "next": None, "runs": []}
     with db.connection(empty_database) as c:
         assert not db.has_schema(c)  # still not created behind the operator's back
 

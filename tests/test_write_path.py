@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +20,8 @@ from psycopg.conninfo import make_conninfo
 from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_DONE
 from agent_runtime.loop.worker import Worker
+from agent_runtime.operator.cursor import FIRST_PAGE
+from agent_runtime.operator.snapshot import STATUSES
 from agent_runtime.store import clock, db
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.queries import query
@@ -306,22 +309,33 @@ def test_the_seed_protocol_sends_each_confirmed_step_encoded_once(
 
 
 @pytest.mark.usefixtures("frozen_clock")
-def test_the_runs_list_shows_a_step_as_activity_though_the_run_row_stays(
-    conn: db.Connection,
-) -> None:
+def test_a_step_refreshes_the_runs_activity_at_most_once_a_minute(conn: db.Connection) -> None:
+    """runs.updated_at orders `runs` (migration 0011). A decision within a minute of the run
+    row's last change (here the first confirm after the claim, which writes progress)
+    leaves it as it was, so the step's update stays HOT; one a minute later moves it. The
+    list shows the latest intent or confirm either way."""
     journal = Journal(conn)
     lease = _started(journal, "active")
-    journal.record_decision(lease, 0, "create_server", {"name": "srv-1"})
-    journal.record_confirm(lease, journal.record_intent(lease, 0), {"id": "i-1"}, "created")
-    clock.advance(conn, 60.0)
-    journal.record_decision(lease, 1, "create_database", {"name": "db-1"})
-    later = journal.record_confirm(lease, journal.record_intent(lease, 1), {"id": "d-1"}, "created")
-    run = journal.require_run("active")
-    assert later.confirmed_at is not None
-    assert run.updated_at < later.confirmed_at  # the run row was not rewritten
-    params = {"statuses": None, "in_doubt": False, "limit": None}
+
+    def step(seq: int) -> datetime:
+        journal.record_decision(lease, seq, "create_server", {"name": f"srv-{seq}"})
+        call = journal.record_intent(lease, seq)
+        confirmed = journal.record_confirm(lease, call, {"id": seq}, "created").confirmed_at
+        assert confirmed is not None
+        return confirmed
+
+    progressed = step(0)
+    clock.advance(conn, 30.0)
+    second = step(1)
+    assert journal.require_run("active").updated_at == progressed  # the row's index keys stay
+    params = {"statuses": list(STATUSES), "limit": None, **FIRST_PAGE}
     (listed,) = db.run(conn, "operator_list_runs", params)
-    assert listed["updated_at"] == later.confirmed_at
+    assert (listed["activity"], listed["updated_at"]) == (progressed, second)
+    clock.advance(conn, 60.0)
+    third = step(2)
+    assert journal.require_run("active").updated_at == third  # the clock stands still
+    (listed,) = db.run(conn, "operator_list_runs", params)
+    assert listed["activity"] == listed["updated_at"] == third
 
 
 CLAIM_PARAMS = {"owner": "sup", "lease": 30.0, "limit": 2, "max_attempts": 10, "agents": None}

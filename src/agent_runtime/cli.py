@@ -162,6 +162,7 @@ ENVIRONMENT = (
     "the model before the next one fails the run; default 3)",
     "STUCK_AFTER (seconds a supervised run may make no progress before its worker is "
     "killed; 0: never)",
+    "PRUNE_AFTER (a duration such as 30d: a supervisor removes final runs that old; default never)",
     "RUN_BACKOFF, RUN_BACKOFF_CAP (seconds a run stopped by a resumable error waits, first "
     "and at most)",
     "MAX_ATTEMPTS, GIVE_UP_AFTER (claims, and seconds, without progress before the "
@@ -214,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .operator.commands import register_operator_commands  # runs, show, resolve, cancel
 
     register_operator_commands(sub)
+    from agent_runtime.operator.pruning import register_prune_command
+
+    register_prune_command(sub)
     return parser
 
 

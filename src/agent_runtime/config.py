@@ -16,6 +16,7 @@ import httpx
 
 from .backoff import Backoff, uniform
 from .crash import CrashPlan
+from .duration import parse_duration
 from .errors import ConfigError
 from .hostid import host_identity
 
@@ -42,6 +43,7 @@ MAX_WORKERS = 4  # worker processes one supervisor runs at once
 STUCK_AFTER = 600.0  # seconds a supervised run may go without a journal write while its
 # worker beats before the supervisor kills that worker (0: never); well above the longest a
 # healthy step waits between two writes: a model call with all its retries, ~125 s by default
+PRUNE_AFTER = None  # seconds after which a supervisor removes final runs (None: never)
 CLOUD_URL = "http://127.0.0.1:8001"
 MODEL_URL = "http://127.0.0.1:8002"
 URL_SCHEMES = ("http", "https")
@@ -70,6 +72,9 @@ class Settings:
     max_bad_answers: int = MAX_BAD_ANSWERS
     max_workers: int = MAX_WORKERS
     stuck_after: float = STUCK_AFTER
+    prune_after: float | None = (
+        PRUNE_AFTER  # the supervisor's retention (agent_runtime.store.prune)
+    )
     model_protocol: str | None = None  # 'chat' or 'decide'; None: the agent's own
     model_name: str | None = None  # the Chat Completions model; None: the agent's own
     model_api_key: str | None = field(default=None, repr=False)  # sent as a bearer token
@@ -98,6 +103,10 @@ class Settings:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be >= 0 seconds, got {value}")
+        if self.prune_after is not None and not (
+            math.isfinite(self.prune_after) and self.prune_after >= 0
+        ):
+            raise ConfigError(f"prune_after must be >= 0 seconds, got {self.prune_after}")
         if self.run_backoff_cap < self.run_backoff:
             raise ConfigError(
                 f"run_backoff_cap ({self.run_backoff_cap}s) must be at least run_backoff "
@@ -209,11 +218,16 @@ def _integer(env: Mapping[str, str], name: str, default: int | None) -> int | No
         raise ConfigError(f"{name} must be a whole number, got {raw!r}") from exc
 
 
+def _duration(env: Mapping[str, str], name: str) -> float | None:
+    raw = env.get(name)
+    return None if raw is None or raw == "" else parse_duration(raw, option=name)
+
+
 def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``DATABASE_URL``, ``CLOUD_URL``, ``MODEL_URL``, ``CRASH_AT``,
     ``CRASH_SEQ``, ``LEASE``, ``HEARTBEAT``, ``POLL``, ``TOOL_TIMEOUT``,
     ``IN_FLIGHT_MARGIN``, ``MODEL_TIMEOUT``, ``RUN_BACKOFF``, ``RUN_BACKOFF_CAP``,
-    ``MAX_ATTEMPTS``, ``GIVE_UP_AFTER``, ``MAX_BAD_ANSWERS``, ``STUCK_AFTER``,
+    ``MAX_ATTEMPTS``, ``GIVE_UP_AFTER``, ``MAX_BAD_ANSWERS``, ``STUCK_AFTER``, ``PRUNE_AFTER``,
     ``MODEL_PROTOCOL``, ``MODEL_NAME``, ``MODEL_API_KEY`` (else
     ``OPENAI_API_KEY``); keyword overrides (``None``: not given) win. ``CRASHRESUME_HOST``
     is checked here too, and read where owner tokens are made (:func:`hostid.host_identity`)."""
@@ -237,6 +251,7 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: object) -> Setti
         "give_up_after": _number(env, "GIVE_UP_AFTER", GIVE_UP_AFTER),
         "max_bad_answers": _integer(env, "MAX_BAD_ANSWERS", MAX_BAD_ANSWERS),
         "stuck_after": _number(env, "STUCK_AFTER", STUCK_AFTER),
+        "prune_after": _duration(env, "PRUNE_AFTER"),
         "model_protocol": env.get("MODEL_PROTOCOL") or None,
         "model_name": env.get("MODEL_NAME") or None,
         "model_api_key": env.get("MODEL_API_KEY") or env.get("OPENAI_API_KEY") or None,

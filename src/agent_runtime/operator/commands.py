@@ -4,7 +4,8 @@ The argparse side only: it parses, connects, calls the domain functions
 (:mod:`.snapshot` reads, :mod:`.actions` writes) and prints their results
 (:mod:`.text`, :mod:`.timeline`, or JSON)::
 
-    python -m agent_runtime runs [--status S ...] [--in-doubt] [--limit N] [--json]
+    python -m agent_runtime runs [--status S ...] [--in-doubt] [--limit N] [--after CURSOR]
+                            [--json]
     python -m agent_runtime show RUN [--json] [--svg FILE]
     python -m agent_runtime resolve RUN [--takeover] [--json]
     python -m agent_runtime resolve RUN --seq N (--confirm JSON | --redo | --fail)
@@ -47,6 +48,7 @@ from ..errors import EXIT_USAGE, ConfigError
 from ..logfmt import escape
 from .actions import cancel_run, parse_result, resolve_call, resolve_run, retry_run
 from .attention import Choice
+from .cursor import Cursor
 from .snapshot import APPLICATION, DEFAULT_LIMIT, STATUSES, list_runs, read_history
 from .text import (
     format_attention,
@@ -105,6 +107,7 @@ def _reading(settings: config.Settings) -> db.Connection:
 def cmd_runs(args: argparse.Namespace) -> int:
     statuses = sorted({s for group in args.status or [] for s in group})
     limit = None if args.limit == 0 else args.limit
+    after = Cursor.decode(args.after) if args.after is not None else None
     conn = db.connect(database_url(config.from_env()), application_name=APPLICATION)
     try:
         empty = db.schema_missing(conn)  # nothing ever ran here: no runs, not an error
@@ -112,9 +115,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if not empty:
             db.require_schema(conn)
         listing = (
-            RunList(runs=[], total=0, now=None)
+            RunList(runs=[], next=None, now=None)
             if empty
-            else list_runs(conn, statuses=statuses, in_doubt=args.in_doubt, limit=limit)
+            else list_runs(
+                conn, statuses=statuses, in_doubt=args.in_doubt, limit=limit, after=after
+            )
         )
     finally:
         conn.close()
@@ -276,6 +281,12 @@ def register_operator_commands(sub: argparse._SubParsersAction[argparse.Argument
         type=_limit,
         default=DEFAULT_LIMIT,
         help=f"at most this many, most recent first (default {DEFAULT_LIMIT}; 0: all)",
+    )
+    runs.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="the next page: the runs after the last one of the page that printed CURSOR "
+        "(its `next` in --json)",
     )
     runs.add_argument("--json", action="store_true", help="print JSON instead of a table")
     runs.set_defaults(func=cmd_runs)

@@ -17,6 +17,7 @@ from agent_runtime.store.records import Decision, Run, ToolCall
 
 from ..errors import RunNotFound
 from .attention import PastResolution
+from .cursor import FIRST_PAGE, Cursor
 from .history import assemble
 from .views import Claim, PastRetry, RunHistory, RunList, RunSummary
 
@@ -31,17 +32,25 @@ def list_runs(
     statuses: list[str] | None = None,
     in_doubt: bool = False,
     limit: int | None = DEFAULT_LIMIT,
+    after: Cursor | None = None,
 ) -> RunList:
-    """Runs matching the filters, most recently active first."""
-    rows = db.run(
-        conn,
-        "operator_list_runs",
-        {"statuses": statuses or None, "in_doubt": in_doubt, "limit": limit},
-    )
+    """A page of the runs matching the filters, most recently active first, starting after
+    ``after`` (the previous page's ``next``); ``next`` is set when more runs follow.
+    Reads one index range per status (``operator_list_runs``), never the whole journal."""
+    params = {
+        "statuses": statuses or list(STATUSES),
+        "limit": None if limit is None else limit + 1,  # one more: does a next page exist?
+        **(after.params() if after is not None else FIRST_PAGE),
+    }
+    name = "operator_list_in_doubt" if in_doubt else "operator_list_runs"
+    rows = db.run(conn, name, params)
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit] if more else rows
     runs = [RunSummary.from_row(r) for r in rows]
+    last = rows[-1] if more else None
     return RunList(
         runs=runs,
-        total=int(rows[0]["total"]) if rows else 0,
+        next=Cursor(activity=last["activity"], run_id=last["id"]).encode() if last else None,
         now=runs[0].now if runs else None,
     )
 

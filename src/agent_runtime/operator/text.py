@@ -94,8 +94,11 @@ def format_runs(listing: RunList, *, filtered: bool) -> str:
     )
     lines = _table(header, rows)
     shown = len(listing.runs)
-    if shown < listing.total:
-        lines.append(f"showing {shown} of {listing.total} runs (--limit 0 lists all)")
+    if listing.next is not None:
+        lines.append(
+            f"showing {shown} runs, more follow: the same command with --after {listing.next} "
+            "lists the next page (--limit 0 lists all)"
+        )
     else:
         lines.append(f"{shown} run{'s' if shown != 1 else ''}")
     lines += _waiting_lines(listing)

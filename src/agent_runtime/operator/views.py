@@ -385,12 +385,12 @@ class RunSummary:
 @dataclass(frozen=True, kw_only=True)
 class RunList:
     runs: list[RunSummary]
-    total: int  # matching runs before the limit
+    next: str | None  # the cursor (--after) of the next page; None: this is the last
     now: datetime | None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "now": iso(self.now),
-            "total": self.total,
+            "next": self.next,
             "runs": [r.to_json() for r in self.runs],
         }

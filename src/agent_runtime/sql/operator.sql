@@ -4,29 +4,85 @@
 -- Names start with operator_ so they never clash with the runtime's own queries.sql.
 
 -- name: operator_list_runs
--- Runs with their step counts, newest activity first. %(statuses)s NULL: every status;
--- %(in_doubt)s: only runs holding an intent without a confirm; %(limit)s NULL: all.
--- "total" counts every matching run, before the limit. Its activity (updated_at here) is
--- the later of the run row's last change (a claim, a stop, a status change) and its last
--- intent or confirm: a step does not rewrite the run row (queries.sql, record_intent).
-SELECT r.id, r.status, r.owner, r.generation, r.lease_expires_at, r.llm_calls, r.attempts,
-       r.failure, r.created_at, greatest(r.updated_at, c.last_write) AS updated_at, r.agent,
+-- A page of runs in %(statuses)s (the caller names them all for no filter), most recently
+-- active first, after the cursor (%(after_at)s, %(after_id)s: the order key of the last
+-- run of the previous page; NULL: the first page), at most %(limit)s (NULL: all). Each
+-- status is one range of runs_activity, read in its order and cut at the limit, then the
+-- ranges are merged and cut again: a page reads at most (statuses x limit) index entries
+-- and the calls of the runs it shows, whatever the journal's size (migration 0011). The order
+-- is runs.updated_at, a run's last change (record_decision keeps it within a minute of the
+-- run's last step); "updated_at" shown is the later of that and the run's last intent or
+-- confirm, "activity" the order key the next page's cursor carries.
+WITH page AS (
+    SELECT p.*
+    FROM unnest(%(statuses)s::text[]) AS s(status)
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.status, r.owner, r.generation, r.lease_expires_at, r.llm_calls, r.attempts,
+               r.failure, r.created_at, r.updated_at, r.agent
+        FROM runs r
+        WHERE r.status = s.status
+          AND r.updated_at <= coalesce(%(after_at)s::timestamptz, 'infinity')
+          AND (%(after_at)s::timestamptz IS NULL OR r.updated_at < %(after_at)s::timestamptz
+               OR r.id > %(after_id)s::text)
+        ORDER BY r.updated_at DESC, r.id
+        LIMIT %(limit)s::bigint
+    ) p
+    ORDER BY p.updated_at DESC, p.id
+    LIMIT %(limit)s::bigint
+)
+SELECT p.id, p.status, p.owner, p.generation, p.lease_expires_at, p.llm_calls, p.attempts,
+       p.failure, p.created_at, greatest(p.updated_at, c.last_write) AS updated_at, p.agent,
        coalesce(c.confirmed, 0) AS steps, coalesce(c.in_doubt, 0) AS in_doubt,
-       c.first_in_doubt,
-       count(*) OVER () AS total, cr_now() AS now
-FROM runs r
+       c.first_in_doubt, p.updated_at AS activity, cr_now() AS now
+FROM page p
 LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE t.state = 'confirmed') AS confirmed,
            count(*) FILTER (WHERE t.state = 'intent') AS in_doubt,
            min(t.seq) FILTER (WHERE t.state = 'intent') AS first_in_doubt,
            max(greatest(t.intent_at, t.confirmed_at)) AS last_write
     FROM tool_calls t
-    WHERE t.run_id = r.id
+    WHERE t.run_id = p.id
 ) c ON true
-WHERE (%(statuses)s::text[] IS NULL OR r.status = ANY (%(statuses)s::text[]))
-  AND (NOT %(in_doubt)s::boolean OR coalesce(c.in_doubt, 0) > 0)
-ORDER BY greatest(r.updated_at, c.last_write) DESC, r.id
-LIMIT %(limit)s::bigint;
+ORDER BY p.updated_at DESC, p.id;
+
+-- name: operator_list_in_doubt
+-- operator_list_runs of the runs holding an intent without a confirm (runs --in-doubt):
+-- found from their calls through tool_calls_in_doubt, each run then by its key (the LIMIT
+-- keeps the planner from scanning runs to join them), ordered and paged the same way. It
+-- reads the calls in doubt, however many runs the journal holds: those of the runs in
+-- flight or parked, and of failed or cancelled runs that kept one (until prune).
+WITH doubtful AS (
+    SELECT DISTINCT t.run_id FROM tool_calls t WHERE t.state = 'intent'
+), page AS (
+    SELECT p.*
+    FROM doubtful d
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.status, r.owner, r.generation, r.lease_expires_at, r.llm_calls,
+               r.attempts, r.failure, r.created_at, r.updated_at, r.agent
+        FROM runs r
+        WHERE r.id = d.run_id AND r.status = ANY (%(statuses)s::text[])
+          AND r.updated_at <= coalesce(%(after_at)s::timestamptz, 'infinity')
+          AND (%(after_at)s::timestamptz IS NULL OR r.updated_at < %(after_at)s::timestamptz
+               OR r.id > %(after_id)s::text)
+        LIMIT 1
+    ) p
+    ORDER BY p.updated_at DESC, p.id
+    LIMIT %(limit)s::bigint
+)
+SELECT p.id, p.status, p.owner, p.generation, p.lease_expires_at, p.llm_calls, p.attempts,
+       p.failure, p.created_at, greatest(p.updated_at, c.last_write) AS updated_at, p.agent,
+       coalesce(c.confirmed, 0) AS steps, coalesce(c.in_doubt, 0) AS in_doubt,
+       c.first_in_doubt, p.updated_at AS activity, cr_now() AS now
+FROM page p
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE t.state = 'confirmed') AS confirmed,
+           count(*) FILTER (WHERE t.state = 'intent') AS in_doubt,
+           min(t.seq) FILTER (WHERE t.state = 'intent') AS first_in_doubt,
+           max(greatest(t.intent_at, t.confirmed_at)) AS last_write
+    FROM tool_calls t
+    WHERE t.run_id = p.id
+) c ON true
+ORDER BY p.updated_at DESC, p.id;
 
 -- name: operator_load_claims
 -- The audit trail of one run's lease claims, oldest first.

@@ -153,12 +153,18 @@ RETURNING id;
 -- waiting for the WAL flush (SET LOCAL, this transaction only): nothing is acted on before
 -- the intent's durable commit, which flushes this one too (WAL is sequential). A database
 -- crash before that costs one model call asked again; a process crash loses nothing (an
--- asynchronous commit is visible at once). The run row changes only by llm_calls, a
--- column no index holds, so the update is HOT.
+-- asynchronous commit is visible at once). The run row changes by llm_calls, a column no
+-- index holds, and by updated_at (its last activity, the order of `runs`) only when that
+-- is a minute old or more: an update that leaves every indexed column as it was stays HOT,
+-- so a run's steps pay the index writes of one update a minute at most (migration 0011;
+-- refreshed at every step, or every second with steps of a second or more, none is HOT:
+-- ARCHITECTURE.md, "A journal of a million runs").
 WITH relaxed AS (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 ), owned AS (
-    UPDATE runs SET llm_calls = llm_calls + 1
+    UPDATE runs SET llm_calls = llm_calls + 1,
+        updated_at = CASE WHEN updated_at <= cr_now() - interval '60 seconds' THEN cr_now()
+                          ELSE updated_at END
     WHERE id = %(run)s AND owner = %(owner)s AND generation = %(generation)s
       AND status = 'running' AND (SELECT setting FROM relaxed) = 'off'
     RETURNING id, llm_calls
@@ -385,13 +391,32 @@ LEFT JOIN LATERAL (
 -- lease, as claim_expired would take them -- whose agent is not one of %(agents)s, the
 -- agents this supervisor has, and that have waited at least %(after)s seconds since they
 -- became claimable (their lease's end, else their last change): a supervisor that serves
--- the agent would have taken them by then. The longest waiting first.
-SELECT id, agent, status,
-       extract(epoch FROM cr_now() - coalesce(lease_expires_at, updated_at))::float8 AS waited
-FROM runs
-WHERE status IN ('pending', 'running')
-  AND (lease_expires_at IS NULL OR lease_expires_at <= cr_now())
-  AND NOT (agent = ANY (%(agents)s::text[]))
-  AND coalesce(lease_expires_at, updated_at) <= cr_now() - make_interval(secs => %(after)s)
-ORDER BY coalesce(lease_expires_at, updated_at), id
+-- the agent would have taken them by then. The longest waiting first. Flat in the backlog
+-- (migration 0011): the agents that have runs waiting are found one index probe each (a loose
+-- scan of runs_agent_waiting), and only the others' runs are read, in that index's order,
+-- at most %(limit)s each; a backlog of a million runs of its own agents costs one probe.
+WITH RECURSIVE waiting AS (
+    (SELECT agent FROM runs WHERE status IN ('pending', 'running') ORDER BY agent LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.agent FROM runs r
+            WHERE r.status IN ('pending', 'running') AND r.agent > w.agent
+            ORDER BY r.agent LIMIT 1)
+    FROM waiting w
+    WHERE w.agent IS NOT NULL
+)
+SELECT u.id, u.agent, u.status,
+       extract(epoch FROM cr_now() - u.since)::float8 AS waited
+FROM waiting w
+CROSS JOIN LATERAL (
+    SELECT r.id, r.agent, r.status, coalesce(r.lease_expires_at, r.updated_at) AS since
+    FROM runs r
+    WHERE r.agent = w.agent AND r.status IN ('pending', 'running')
+      AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= cr_now())
+      AND coalesce(r.lease_expires_at, r.updated_at)
+          <= cr_now() - make_interval(secs => %(after)s)
+    ORDER BY r.updated_at, r.id
+    LIMIT %(limit)s
+) u
+WHERE w.agent IS NOT NULL AND NOT (w.agent = ANY (%(agents)s::text[]))
+ORDER BY u.since, u.id
 LIMIT %(limit)s;

@@ -26,6 +26,8 @@ action=killed``, or one still beating whose run made no progress for ``--stuck-a
 seconds, ``worker-stuck run=... pid=... no_progress_for=...s stuck_after=...s
 action=killed`` (:mod:`agent_runtime.supervisor.takeback`). A claimable run of an agent it does not
 have is named once, ``unserved run=... agent=...`` (:mod:`agent_runtime.supervisor.unserved`).
+With ``--prune-after DURATION`` it removes final runs that old, at most once a minute
+(:mod:`agent_runtime.store.prune`): ``pruned status=done runs=500 older_than=...s``.
 
 The :class:`Supervisor` itself is in :mod:`agent_runtime.supervisor.supervision`; this module is
 the command.
@@ -40,6 +42,7 @@ from collections.abc import Sequence
 
 from agent_runtime import config, logfmt
 from agent_runtime._version import version
+from agent_runtime.duration import parse_duration
 from agent_runtime.errors import AgentRuntimeError
 from agent_runtime.localpg.dbsource import database_url
 from agent_runtime.supervisor.supervision import Supervisor
@@ -95,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"{config.STUCK_AFTER:g}; env STUCK_AFTER)",
     )
     parser.add_argument(
+        "--prune-after",
+        metavar="DURATION",
+        help="remove done, failed and cancelled runs (with all their journal) once their "
+        "last change is this old, e.g. 30d; checked every minute, in short batches "
+        "(default: never; env PRUNE_AFTER)",
+    )
+    parser.add_argument(
         "--spawn",
         choices=SPAWN_MODES,
         default="pool",
@@ -131,6 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_backoff=args.run_backoff,
             run_backoff_cap=args.run_backoff_cap,
             stuck_after=args.stuck_after,
+            prune_after=None
+            if args.prune_after is None
+            else parse_duration(args.prune_after, option="--prune-after"),
         )
         addresses = args.agent or [DEFAULT_AGENT]
         agents = agents_of(addresses)  # a wrong --agent is refused, named, before a claim

@@ -25,6 +25,7 @@ from agent_runtime.errors import EXIT_DONE, DatabaseError, InvalidRunId
 from agent_runtime.loop.lease import owner_token
 from agent_runtime.store import db
 from agent_runtime.store.journal import Journal
+from agent_runtime.store.prune import PruneTimer
 from agent_runtime.store.records import Lease, RunTask
 from agent_runtime.store.runid import check_run_id
 from agent_runtime.supervisor.takeback import Watchdog, free_after_exit
@@ -104,6 +105,7 @@ class Supervisor:
         self.watchdog = Watchdog(lease=settings.lease, stuck_after=settings.stuck_after)
         self._next_watch = 0.0  # time.monotonic() of the next check for hung workers
         self.unserved = UnservedWatch([a.name for a in self.agents], settings.poll)
+        self.pruning = PruneTimer(settings.prune_after)  # never, unless --prune-after
         tls_context()  # built once here, inherited by every forked worker
 
     @property
@@ -207,6 +209,7 @@ class Supervisor:
         for row in db.run(self.conn, "give_up_exhausted", limits):
             log.warning("gave-up run=%s reason=%r", row["id"], row["failure"])
         self.unserved.maybe_look(self.conn)  # runs of agents it has not: named once each
+        self.pruning.maybe_prune(self.conn)  # final runs past --prune-after, once a minute
         free = self.settings.max_workers - len(self.busy)
         if free <= 0 or self.stopping:
             return []
@@ -311,7 +314,7 @@ class Supervisor:
         s = self.settings
         log.info(
             "supervisor lease=%s poll=%s heartbeat=%s max_workers=%d max_attempts=%d "
-            "give_up_after=%s run_backoff=%s run_backoff_cap=%s stuck_after=%s",
+            "give_up_after=%s run_backoff=%s run_backoff_cap=%s stuck_after=%s prune_after=%s",
             s.lease,
             s.poll,
             s.heartbeat,
@@ -321,6 +324,7 @@ class Supervisor:
             s.run_backoff,
             s.run_backoff_cap,
             s.stuck_after,
+            "never" if s.prune_after is None else s.prune_after,
         )
         try:
             while not self.stopping:
