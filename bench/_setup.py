@@ -22,14 +22,14 @@ DURABLE = {"fsync": "on", "synchronous_commit": "on"}
 
 
 @contextmanager
-def database() -> Iterator[str]:
+def database(extra: dict[str, str] | None = None) -> Iterator[str]:
     """DATABASE_URL if set, else a throwaway local cluster (fsync and synchronous_commit
-    on) removed afterwards."""
+    on, and any ``extra`` server settings) removed afterwards."""
     url = os.environ.get("DATABASE_URL")
     if url:
         yield url
         return
-    cluster = LocalCluster.throwaway(settings=DURABLE)
+    cluster = LocalCluster.throwaway(settings={**DURABLE, **(extra or {})})
     try:
         yield cluster.ensure_running()
     finally:

@@ -1,7 +1,7 @@
 """A journal of a million runs: are the operator's reads and the supervisor's claims flat?
 
     python bench/bench_scale.py [--sizes 10000 100000 1000000] [--steps 3] [--reps 9]
-                                [--live 100]
+                                [--live 100] [--shared-buffers 2GB]
 
 It fills one database per size (``scale_<size>``, on the same server) by SQL
 (``bench/sql/scale.sql``: ``generate_series``, about two minutes per million): a history of
@@ -153,9 +153,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--live", type=int, default=100)
+    parser.add_argument(
+        "--shared-buffers",
+        default=None,
+        help="the throwaway cluster's shared_buffers (e.g. 2GB: the largest journal's working "
+        "set in PostgreSQL's own cache; default: the local cluster's)",
+    )
     args = parser.parse_args()
     sizes = sorted(args.sizes)
-    with database() as url, ExitStack() as stack:
+    extra = {"shared_buffers": args.shared_buffers} if args.shared_buffers else None
+    with database(extra) as url, ExitStack() as stack:
         conns: dict[int, db.Connection] = {}
         for size in sizes:
             conns[size] = stack.enter_context(db.connection(_database(url, size)))
