@@ -183,7 +183,7 @@ MIGRATE_FROM = (
 def test_two_processes_stepping_one_database_at_once_apply_each_step_once(
     database_url: str, tmp_path: Path
 ) -> None:
-    shipped = Path(migrate.__file__).with_name("sql")
+    shipped = Path(migrate.__file__).parents[1] / "sql"  # agent_runtime/sql
     folder = tmp_path / "sql"
     shutil.copytree(shipped / "migrations", folder / "migrations")
     shutil.copy(shipped / "schema.sql", folder / "schema.sql")
