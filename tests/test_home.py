@@ -15,7 +15,7 @@ import platformdirs
 import pytest
 
 from agent_runtime.localpg import dbsource
-from agent_runtime.localpg.pgbinaries import blocking_dir, server_account
+from agent_runtime.localpg.pgbinaries import ServerAccount, blocking_dir, server_account
 from mock_remotes._home import default_data_dir
 
 AS_ROOT = os.geteuid() == 0
@@ -60,6 +60,25 @@ def test_as_root_the_server_account_can_reach_the_default_home() -> None:
         assert blocking_dir(root_data, account) is not None
 
 
+def _readable_code(account: ServerAccount, home: Path) -> list[Path]:
+    """The sources and site-packages, where ``account`` can read them: in place, or (a clone
+    in a 0700 folder, as CI makes) copied into ``home``, which is the account's own; no
+    permission outside it is widened."""
+    places = [REPO / "src", REPO / "mock", Path(sysconfig.get_paths()["purelib"])]
+    if all(blocking_dir(place, account) is None for place in places):
+        return places
+    copies = []
+    for i, place in enumerate(places):
+        copy = home / "code" / str(i)
+        shutil.copytree(place, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        copies.append(copy)
+    for root, dirs, files in os.walk(home / "code"):
+        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+            os.lchown(name, account.uid, account.gid)
+    os.chown(home / "code", account.uid, account.gid)
+    return copies
+
+
 @pytest.mark.skipif(not AS_ROOT, reason="needs root to run a command as a plain user")
 @pytest.mark.skipif(PLAIN_PYTHON is None, reason="no system Python of this version")
 def test_a_plain_user_starts_the_cli_cluster_in_its_own_data_directory() -> None:
@@ -72,9 +91,7 @@ def test_a_plain_user_starts_the_cli_cluster_in_its_own_data_directory() -> None
         if key not in {"CRASHRESUME_HOME", "XDG_DATA_HOME", "DATABASE_URL"}
     }
     env["HOME"] = str(user_home)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO / "src"), str(REPO / "mock"), sysconfig.get_paths()["purelib"]]
-    )
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in _readable_code(account, user_home))
 
     def db(action: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
