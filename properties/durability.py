@@ -81,6 +81,8 @@ WRITES: Final[tuple[Write, ...]] = (
     Write("operator_end_backoff", "an operator ending a backoff", DURABLE),
     Write("operator_resolve_call", "an operator's resolution (confirm, fail, redo)", DURABLE),
     Write("clock_advance", "the test clock moved (tests and the suite only)", DURABLE),
+    Write("prune_batch", "final runs removed by retention", DURABLE),
+    Write("schema_version_record", "a schema version applied", DURABLE),
 )
 
 HEADER: Final = ("write", "statement", "commit", "a database crash that takes it costs")
