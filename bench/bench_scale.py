@@ -9,11 +9,11 @@ that many final runs (3% failed, 2% cancelled, the rest done; ``--steps`` confir
 each, one claim each), a backlog of as many pending runs nobody has claimed yet, and the
 same ``--live`` runs in flight at every size (running under a live lease with a call in
 doubt, parked on one, exhausted); then VACUUM ANALYZE, as autovacuum would. It times each
-operation ``--reps`` times *interleaved* (one call at each size in turn, so the shared
-machine's load moves every size alike) after one unmeasured call at each, and prints per
-size the median in milliseconds, the ratio of the largest size to the first, and the
-pages the operation touched (shared buffers hit or read, ``pg_stat_database``: the cost
-the index paths decide, which no load moves):
+operation ``--reps`` times *interleaved* (one call at each size in turn, in a shuffled
+order each round, so the shared machine's load moves every size alike) after one
+unmeasured call at each, and prints per size the median in milliseconds, the ratio of
+the largest size to the first, and the pages the operation touched (shared buffers hit
+or read, ``pg_stat_database``: the cost the index paths decide, which no load moves):
 
 - the operator's reads, through the functions the CLI calls: ``runs`` (the first page of
   100, the next page by ``--after``, each ``--status``, ``--in-doubt``) and ``show RUN`` (a
@@ -183,8 +183,11 @@ def main() -> None:
             for size in sizes:
                 ops[size][name]()  # unmeasured: plans, catalogs, caches
             pages[name] = {size: _pages_of(conns[size], ops[size][name]) for size in sizes}
+            order = list(sizes)
+            shuffle = random.Random(name).shuffle
             for _ in range(args.reps):
-                for size in sizes:
+                shuffle(order)  # no size always first or last after another's call
+                for size in order:
                     fn = ops[size][name]
                     start = time.perf_counter()
                     fn()
