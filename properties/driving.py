@@ -354,8 +354,11 @@ class Driving(ABC):
         if kind == "CallInFlight":  # a checked call whose earlier attempt may still land
             found = sqlfile.one(self.conn, "in_flight_release", {"run": w.run})
             return bool(found and found["explained"])
-        if kind in ("NeedsAttention", "RunUnavailable"):  # parked, or found parked
+        if kind == "NeedsAttention":  # parked, or found parked
             return self._status(w.run) == "needs_attention"
+        if kind == "RunUnavailable":  # found parked, or cancelled before it began (pool mode:
+            # the operator's cancel between the supervisor's claim and the worker's adoption)
+            return self._status(w.run) in ("needs_attention", "cancelled")
         if kind == "BackingOff":  # a restart of a run released on an error, before its wait
             row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
             waiting = row is not None and row["owner"] is None and row["lease_expires_at"]

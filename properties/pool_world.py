@@ -292,6 +292,8 @@ class PoolWorld:
             return "LeaseLost"
         if row["status"] == "needs_attention":
             return "NeedsAttention"
+        if code == 5:  # refused its run, same generation: parked or cancelled before it began
+            return "RunUnavailable"
         failure = row["failure"] or ""
         if failure.startswith("the worker exited with code"):  # it could not say why itself
             return "DatabaseError"

@@ -24,7 +24,7 @@ from hypothesis import given
 
 import agent_runtime.loop.worker
 from agent_runtime.store.records import Lease
-from agent_runtime.supervisor.main import Supervisor
+from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 from agent_runtime.tools.agent import Agent
 from agent_runtime.tools.agent import agent_of as real_agent_of
@@ -152,6 +152,17 @@ def test_a_pool_schedule_replays_the_same_every_time(pool_runner: PoolRunner) ->
                  "orphans", "the supervisor stopped"):  # fmt: skip
         assert said in text, f"{said!r} not in\n{text}"
     assert all(first[run]["status"] == "done" for run in ("r0", "r1", "r2"))
+
+
+def test_a_run_cancelled_before_its_pool_worker_adopts_it_ends_as_the_schedule_says(
+    pool_runner: PoolRunner,
+) -> None:
+    """The supervisor claimed r0 and handed it to a pool worker; the operator cancels it
+    before the worker adopts the lease, so the worker refuses it (exit 5, RunUnavailable):
+    what the cancel explains, not a violation (the dev profile's hunt found this)."""
+    outcome, trace = _run(pool_runner, [Event(op="start", run=0), Event(op="cancel", run=0)])
+    assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
+    assert outcome["r0"]["status"] == "cancelled"
 
 
 def test_an_orphan_leaves_when_its_run_is_done_while_a_hand_started_worker_lives(
