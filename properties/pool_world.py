@@ -299,6 +299,9 @@ class PoolWorld:
             return "DatabaseError"
         if row["owner"] is None and failure:
             return failure.split(":", 1)[0]
+        if code == 4 and row["owner"] is not None:  # resumable, and neither the worker nor a
+            # supervisor could record why (its supervisor gone too): the database was
+            return "DatabaseError"
         return "RunUnavailable" if code == 5 else f"exit {code}"
 
     # -- the end of a schedule ------------------------------------------------------------

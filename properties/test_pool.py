@@ -165,6 +165,17 @@ def test_a_run_cancelled_before_its_pool_worker_adopts_it_ends_as_the_schedule_s
     assert outcome["r0"]["status"] == "cancelled"
 
 
+def test_a_worker_the_database_crash_stopped_with_its_supervisor_gone_is_explained(
+    pool_runner: PoolRunner,
+) -> None:
+    """The database crashes under a pool worker and its supervisor hangs up: the worker
+    exits 4 and nobody can record why on the run. That is the crash's doing (the dev
+    profile's hunt found it reported as an unexplained exit 4)."""
+    events = [Event(op="start", run=0), Event(op="db_crash"), Event(op="hangup")]
+    outcome, trace = _run(pool_runner, events)
+    assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
+
+
 def test_an_orphan_leaves_when_its_run_is_done_while_a_hand_started_worker_lives(
     pool_runner: PoolRunner,
 ) -> None:
