@@ -10,6 +10,7 @@ is left in flight.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -77,21 +78,28 @@ def settled(now: Snapshot, baselines: dict[str, Baseline], asks: list[Ask]) -> l
             found.append(Violation("settled", run, None, f"never finished: {status}"))
             continue
         mine = baseline_of(now, run)
-        if mine.tools != baseline.tools:
+        got, want = _steps(mine), _steps(baseline)
+        if any(given_up(now, run, seq) for seq in now.decisions.get(run, {})):
+            # the model decided anew after a refused or failed call, and the rest of that
+            # answer went on without it: the same steps, not necessarily in the same order
+            got, want = sorted(got, key=_order), sorted(want, key=_order)
+        if [t for t, _ in got] != [t for t, _ in want]:
             found.append(
                 Violation(
                     "settled",
                     run,
                     None,
-                    f"finished with tools {list(mine.tools)}, the crash-free run with "
-                    f"{list(baseline.tools)}",
+                    f"finished with tools {[t for t, _ in got]}, the crash-free run with "
+                    f"{[t for t, _ in want]}",
                 )
             )
             continue
-        for seq, (got, want) in enumerate(zip(mine.args, baseline.args, strict=True)):
-            if got != want:
+        for seq, ((_, mine_args), (_, want_args)) in enumerate(zip(got, want, strict=True)):
+            if mine_args != want_args:
                 found.append(
-                    Violation("settled", run, seq, f"arguments {got}, crash-free run {want}")
+                    Violation(
+                        "settled", run, seq, f"arguments {mine_args}, crash-free run {want_args}"
+                    )
                 )
         calls = now.calls.get(run, {})
         held = {row.key: row for row in now.effects_of(run)}
@@ -159,3 +167,11 @@ def outcome(now: Snapshot, runs: list[str]) -> dict[str, Any]:
         }
     out["resources"] = dict(sorted(Counter(r.kind for r in now.effects).items()))
     return out
+
+
+def _steps(baseline: Baseline) -> list[tuple[str, dict[str, Any]]]:
+    return list(zip(baseline.tools, baseline.args, strict=True))
+
+
+def _order(step: tuple[str, dict[str, Any]]) -> tuple[str, str]:
+    return step[0], json.dumps(step[1], sort_keys=True, default=str)
