@@ -23,6 +23,7 @@ from agent_runtime.store.records import Lease
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from .pilots import MESSAGE_TIMEOUT, Action, Beat, Exit, Message, Pilot, Start
+from .silence import describe
 
 if TYPE_CHECKING:
     from .pool_world import PoolWorld, Supervised
@@ -90,7 +91,10 @@ class PoolPilot(Pilot):
                 fds.append(pipe)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"pool worker {self.start.label} ({self.pid}) silent {timeout}s")
+                raise TimeoutError(
+                    f"pool worker {self.start.label} ({self.pid}) silent {timeout}s: "
+                    + describe(self.pid, self.world.url)
+                )
             ready, _, _ = select.select(fds, [], [], min(left, POLL if pipe is None else 1.0))
             if gates.listener.fileno() in ready:
                 gates.accept()

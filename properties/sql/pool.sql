@@ -17,3 +17,11 @@ ORDER BY id;
 SELECT id, owner, generation FROM runs
 WHERE status = 'running' AND owner IS NOT NULL AND lease_expires_at > cr_now()
 ORDER BY id;
+
+-- name: busy_sessions
+-- Sessions not idle, but this one: what a silent worker's database was doing when the
+-- runner gave up waiting (properties/silence.py).
+SELECT pid, application_name, state, wait_event_type, wait_event, coalesce(query, '') AS query
+FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND state <> 'idle' AND pid <> pg_backend_pid()
+ORDER BY pid;
