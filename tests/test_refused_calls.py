@@ -165,3 +165,45 @@ def test_a_crash_point_the_run_never_reaches_is_said_at_exit(
         "WARNING crash-not-reached run=unreached point=before_decide seq=any steps=3"
     ]
     assert agent.run("unreached").code == 0  # without a crash plan, done is done
+
+
+class Decide(httpx.BaseTransport):
+    """The seed protocol's model (``POST /v1/decide``): always the same answer."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.asked += 1
+        return httpx.Response(200, json=self.answer, request=request)
+
+
+def test_a_final_answer_with_arguments_is_journaled_with_them_and_bought_once(
+    conn: db.Connection,
+) -> None:
+    """The seed protocol lets a final answer carry arguments; refusing it would answer no
+    call, so the paid answer would be asked for again on every attempt (issue 22)."""
+    agent = Agent(name="finisher", tools=[measure], protocol="decide", input="finish")
+    model = Decide({"tool": "done", "args": {"summary": "nothing to measure"}})
+    crash = CrashPlan(point="after_decide", seq=0, action=raise_crash)
+    for plan in (crash, None):
+        w = Worker.build(
+            Journal(conn),
+            Settings(model_url="http://model"),
+            agents=agent,
+            transports={"model": model},
+            crash=plan,
+            sleep=lambda s: None,
+        )
+        try:
+            if plan is not None:
+                with pytest.raises(InjectedCrash):
+                    w.run(RUN, agent=agent, takeover=True)
+            else:
+                outcome = w.run(RUN, agent=agent, takeover=True)
+        finally:
+            w.close_clients()
+    assert (outcome.status, outcome.llm_calls, model.asked) == ("done", 1, 1)
+    decision = conn.execute("SELECT tool, args FROM decisions WHERE run_id = %s", (RUN,)).fetchone()
+    assert decision == {"tool": "done", "args": {"summary": "nothing to measure"}}

@@ -56,15 +56,15 @@ def refuse_unjournalable(answer: Answer) -> None:
 
 def checked_answer(answer: Answer, tools: Mapping[str, Tool]) -> list[Checked]:
     """Every call of ``answer``, checked against ``tools``: a refused one carries the error
-    the model is shown. A final answer with arguments is refused whole (InvalidArguments):
-    it names no call a result could answer."""
+    the model is shown. A final answer is taken as the model gave it: arguments it carries
+    (the seed protocol lets ``{"tool": "done", "args": {...}}`` through) are journaled with
+    it, never refused, since a refusal would answer no call and the paid answer would be
+    bought again."""
     decided: list[Checked] = []
     for proposed in answer.calls:
         try:
             decided.append(_checked(proposed, tools))
         except (UnknownTool, InvalidArguments) as exc:
-            if proposed.tool == DONE:
-                raise
             args = proposed.args if isinstance(proposed.args, dict) else {}
             decided.append((proposed.tool, args, proposed.call_id, None, rejection(exc)))
     return decided
@@ -78,6 +78,14 @@ def checked_calls(
     return [_checked(proposed, tools)[:3] for proposed in answer.calls]
 
 
+def final_args(args: object) -> dict[str, Any]:
+    """A final answer's arguments as its decision keeps them: an object as it is, none as
+    ``{}``, anything else under ``"value"`` (the answer itself is journaled whole too)."""
+    if args is None:
+        return {}
+    return args if isinstance(args, dict) else {"value": args}
+
+
 def rejection(exc: ModelError) -> dict[str, Any]:
     """A refused call's result, as the model is shown it."""
     return {"error": type(exc).__name__, "message": str(exc)}
@@ -85,9 +93,7 @@ def rejection(exc: ModelError) -> dict[str, Any]:
 
 def _checked(proposed: Proposed, tools: Mapping[str, Tool]) -> Checked:
     if proposed.tool == DONE:
-        if proposed.args not in (None, {}):
-            raise InvalidArguments(f"{DONE!r} takes no arguments, got {proposed.args!r:.200}")
-        return (DONE, {}, proposed.call_id, None, None)
+        return (DONE, final_args(proposed.args), proposed.call_id, None, None)
     tool = tools.get(proposed.tool)
     if tool is None:
         raise UnknownTool(
