@@ -340,3 +340,18 @@ def test_a_supervised_worker_owns_its_run_under_its_own_pid(
     mock_servers.set_model_faults(latency=0)
     wait_for("the run to finish", lambda: _status(conn, "adopted") == "done")
     assert len(sup.resumed("adopted")) == 2  # released at once despite the adopted token
+
+
+@pytest.mark.usefixtures("frozen_clock")
+def test_a_crash_point_a_supervised_run_never_reaches_is_said_once(
+    conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    """Under a supervisor every run takes CRASH_AT/CRASH_SEQ; a run that ends done without
+    reaching it (step 9 of a three-step run) says so, as the CLI's exit 7 does (issue 22)."""
+    Journal(conn).create_run("short")
+    sup = supervisors(*FAST, "--once", CRASH_AT="after_call", CRASH_SEQ="9")
+    assert sup.wait(120) == 0, sup.text
+    assert _all_done(conn, ["short"])
+    said = [line for line in sup.lines if "crash-not-reached" in line]
+    assert len(said) == 1, sup.text
+    assert "run=short point=after_call seq=9 steps=3" in said[0]

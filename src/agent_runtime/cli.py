@@ -81,12 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         worker.close()
     _print_outcome(outcome, task)
-    crash = settings.crash
-    if crash.point is not None:  # it would have ended the process: this run never got there
-        log.warning(
-            "crash-not-reached run=%s point=%s seq=%s steps=%d",
-            run_id, crash.point, "any" if crash.seq is None else crash.seq, outcome.steps,
-        )  # fmt: skip
+    if settings.crash.missed(run_id, outcome.steps):
         return EXIT_CRASH_NOT_REACHED
     return 0
 

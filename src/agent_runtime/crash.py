@@ -80,5 +80,17 @@ class CrashPlan:
         if point == self.point and (self.seq is None or self.seq == seq):
             self.action(point, seq)
 
+    def missed(self, run_id: str, steps: int) -> bool:
+        """Say (one WARNING line) that run ``run_id`` ended done without reaching this
+        plan's point; False if there is no plan. Firing would have ended the process, so
+        a run that ends is one the plan missed."""
+        if self.point is None:
+            return False
+        log.warning(
+            "crash-not-reached run=%s point=%s seq=%s steps=%d",
+            run_id, self.point, "any" if self.seq is None else self.seq, steps,
+        )  # fmt: skip
+        return True
+
 
 NO_CRASH = CrashPlan()

@@ -365,7 +365,7 @@ def run_leased(worker: Worker, lease: Lease, task: RunTask | None = None) -> tup
     read from the journal)."""
     worker.owner = owner_token()
     try:
-        worker.run(lease.run_id, lease=lease, create=False, task=task)
+        outcome = worker.run(lease.run_id, lease=lease, create=False, task=task)
     except AgentRuntimeError as exc:
         if not exc.reported:
             log.error("%s run=%s error=%r", type(exc).__name__, lease.run_id, str(exc))
@@ -376,6 +376,7 @@ def run_leased(worker: Worker, lease: Lease, task: RunTask | None = None) -> tup
             "unexpected run=%s error=%r", lease.run_id, f"{type(exc).__name__}: {exc}", exc_info=exc
         )
         return EXIT_SOFTWARE, False
+    worker.crash.missed(lease.run_id, outcome.steps)  # a CRASH_AT this run never reached
     return EXIT_DONE, connection_fit(worker)
 
 
