@@ -30,11 +30,12 @@ never pass/fail: the machine is shared, quote ratios and run it twice.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -70,7 +71,9 @@ def _pages_of(conn: db.Connection, fn: Callable[[], object]) -> int:
     return _pages(conn) - before - idle
 
 
-def _rolled_back(conn: db.Connection, name: str, params: Callable[[], dict[str, object]]):
+def _rolled_back(
+    conn: db.Connection, name: str, params: Callable[[], Mapping[str, object]]
+) -> Callable[[], None]:
     def run() -> None:
         conn.execute("BEGIN")
         try:
@@ -90,14 +93,14 @@ def operations(conn: db.Connection, size: int) -> dict[str, Callable[[], object]
         "runs": lambda: list_runs(conn, limit=PAGE),
         "runs --after (page 2)": lambda: list_runs(conn, limit=PAGE, after=after),
         **{
-            f"runs --status {s}": (lambda s=s: list_runs(conn, statuses=[s], limit=PAGE))
+            f"runs --status {s}": functools.partial(list_runs, conn, statuses=[s], limit=PAGE)
             for s in STATUSES
         },
         "runs --in-doubt": lambda: list_runs(conn, in_doubt=True, limit=PAGE),
         "show (a finished run)": lambda: read_history(conn, f"h-{size // 2}"),
         "show (a live run)": lambda: read_history(conn, "live-1-1"),
     }
-    limits = {"max_attempts": 10, "give_up_after": 600.0}
+    limits: dict[str, object] = {"max_attempts": 10, "give_up_after": 600.0}
     claim = {"owner": "bench", "lease": 30.0, "limit": 4, "max_attempts": 10}
     one = {"owner": "bench", "lease": 30.0, "dead_owner": None, "dead_generation": None}
     ops.update(
