@@ -328,7 +328,7 @@ def test_a_step_refreshes_the_runs_activity_at_most_once_a_minute(conn: db.Conne
     clock.advance(conn, 30.0)
     second = step(1)
     assert journal.require_run("active").updated_at == progressed  # the row's index keys stay
-    params = {"statuses": list(STATUSES), "limit": None, **FIRST_PAGE}
+    params = {"statuses": list(STATUSES), "agent": None, "limit": None, **FIRST_PAGE}
     (listed,) = db.run(conn, "operator_list_runs", params)
     assert (listed["activity"], listed["updated_at"]) == (progressed, second)
     clock.advance(conn, 60.0)

@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     from agent_runtime.operator.pruning import register_prune_command
 
     register_prune_command(sub)
+    from agent_runtime.ui.command import register_ui_command  # the dashboard
+
+    register_ui_command(sub)
     return parser
 
 

@@ -4,8 +4,8 @@ The argparse side only: it parses, connects, calls the domain functions
 (:mod:`.snapshot` reads, :mod:`.actions` writes) and prints their results
 (:mod:`.text`, :mod:`.timeline`, or JSON)::
 
-    python -m agent_runtime runs [--status S ...] [--in-doubt] [--limit N] [--after CURSOR]
-                            [--json]
+    python -m agent_runtime runs [--status S ...] [--in-doubt] [--agent NAME] [--limit N]
+                            [--after CURSOR] [--json]
     python -m agent_runtime show RUN [--json] [--svg FILE]
     python -m agent_runtime resolve RUN [--takeover] [--json]
     python -m agent_runtime resolve RUN --seq N (--confirm JSON | --redo | --fail)
@@ -118,7 +118,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
             RunList(runs=[], next=None, now=None)
             if empty
             else list_runs(
-                conn, statuses=statuses, in_doubt=args.in_doubt, limit=limit, after=after
+                conn,
+                statuses=statuses,
+                in_doubt=args.in_doubt,
+                limit=limit,
+                after=after,
+                agent=args.agent,
             )
         )
     finally:
@@ -132,7 +137,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             "schema`, creates it)"
         )
     else:
-        _emit(format_runs(listing, filtered=bool(statuses) or args.in_doubt))
+        _emit(format_runs(listing, filtered=bool(statuses) or args.in_doubt or bool(args.agent)))
     return 0
 
 
@@ -276,6 +281,7 @@ def register_operator_commands(sub: argparse._SubParsersAction[argparse.Argument
     runs.add_argument(
         "--in-doubt", action="store_true", help="only runs with an intent and no confirm"
     )
+    runs.add_argument("--agent", metavar="NAME", help="only runs of this agent (its name)")
     runs.add_argument(
         "--limit",
         type=_limit,

@@ -33,12 +33,15 @@ def list_runs(
     in_doubt: bool = False,
     limit: int | None = DEFAULT_LIMIT,
     after: Cursor | None = None,
+    agent: str | None = None,
 ) -> RunList:
     """A page of the runs matching the filters, most recently active first, starting after
-    ``after`` (the previous page's ``next``); ``next`` is set when more runs follow.
+    ``after`` (the previous page's ``next``), of ``agent`` only when given; ``next`` is set
+    when more runs follow.
     Reads one index range per status (``operator_list_runs``), never the whole journal."""
     params = {
         "statuses": statuses or list(STATUSES),
+        "agent": agent,
         "limit": None if limit is None else limit + 1,  # one more: does a next page exist?
         **(after.params() if after is not None else FIRST_PAGE),
     }

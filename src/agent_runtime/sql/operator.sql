@@ -6,7 +6,8 @@
 -- name: operator_list_runs
 -- A page of runs in %(statuses)s (the caller names them all for no filter), most recently
 -- active first, after the cursor (%(after_at)s, %(after_id)s: the order key of the last
--- run of the previous page; NULL: the first page), at most %(limit)s (NULL: all). Each
+-- run of the previous page; NULL: the first page), of agent %(agent)s (NULL: any), at most
+-- %(limit)s (NULL: all). Each
 -- status is one range of runs_activity, read in its order and cut at the limit, then the
 -- ranges are merged and cut again: a page reads at most (statuses x limit) index entries
 -- and the calls of the runs it shows, whatever the journal's size (migration 0011). The order
@@ -21,6 +22,7 @@ WITH page AS (
                r.failure, r.created_at, r.updated_at, r.agent
         FROM runs r
         WHERE r.status = s.status
+          AND (%(agent)s::text IS NULL OR r.agent = %(agent)s::text)
           AND r.updated_at <= coalesce(%(after_at)s::timestamptz, 'infinity')
           AND (%(after_at)s::timestamptz IS NULL OR r.updated_at < %(after_at)s::timestamptz
                OR r.id > %(after_id)s::text)
@@ -61,6 +63,7 @@ WITH doubtful AS (
                r.attempts, r.failure, r.created_at, r.updated_at, r.agent
         FROM runs r
         WHERE r.id = d.run_id AND r.status = ANY (%(statuses)s::text[])
+          AND (%(agent)s::text IS NULL OR r.agent = %(agent)s::text)
           AND r.updated_at <= coalesce(%(after_at)s::timestamptz, 'infinity')
           AND (%(after_at)s::timestamptz IS NULL OR r.updated_at < %(after_at)s::timestamptz
                OR r.id > %(after_id)s::text)

@@ -1,0 +1,185 @@
+"""The dashboard over plain HTTP against a real journal: bad input, refusals, the pages.
+
+The app is the one ``python -m agent_runtime ui`` serves (:func:`build_app`), driven through
+Starlette's test client; the browser tests (tests/test_ui_browser.py) drive a real server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agent_runtime.config import Settings
+from agent_runtime.operator.cursor import Cursor
+from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
+from agent_runtime.ui.app import build_app
+from agent_runtime.ui.guard import Guard
+
+from .fix_runtime import run_with_intent
+from .test_operator import cli
+
+TOKEN = "a-long-enough-token-for-tests"
+HOST = "http://127.0.0.1:8765"
+
+
+def client(database_url: str, token: str | None = None) -> TestClient:
+    app = build_app(Settings(), database_url, Guard(token=token))
+    return TestClient(app, base_url=HOST, raise_server_exceptions=False)
+
+
+@pytest.fixture
+def web(conn: db.Connection, database_url: str) -> Iterator[TestClient]:
+    with client(database_url) as c:
+        yield c
+
+
+def _csrf(html: str, action: str) -> str:
+    form = re.search(rf'action="/{action}".*?name="csrf" value="([0-9a-f]+)"', html, re.S)
+    assert form is not None, html
+    return form.group(1)
+
+
+def _error(response: Any) -> str:
+    found = re.search(r'<p class="error" id="error">(.*?)</p>', response.text, re.S)
+    assert found is not None, response.text
+    return str(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("/runs?after=not-a-cursor", "is not a cursor of `runs`"),
+        ("/runs?status=sleeping", "unknown status"),
+        ("/runs?limit=zero", "?limit= is a whole number"),
+        ("/runs?limit=0", "?limit= is between 1 and 500"),
+        ("/runs?in_doubt=maybe", "?in_doubt= is a yes or no"),
+        ("/runs?run=a%0Ab", "the run id searched for"),
+        ("/run?id=a%0Ab", "run id"),
+        ("/run", "the address needs ?id=RUN"),
+    ],
+)
+def test_a_bad_query_parameter_is_a_400_page_with_one_clear_line(
+    web: TestClient, query: str, says: str
+) -> None:
+    response = web.get(query)
+    assert response.status_code == 400, response.text
+    assert says in _error(response).replace("&#39;", "'").replace("&#96;", "`")
+    assert "Traceback" not in response.text
+
+
+def test_a_run_that_does_not_exist_is_a_404_page(web: TestClient) -> None:
+    response = web.get("/run?id=nobody")
+    assert response.status_code == 404
+    assert "no run with id &#39;nobody&#39;" in _error(response)
+
+
+def test_a_form_for_an_unknown_run_is_a_404_page(web: TestClient) -> None:
+    response = web.post("/cancel", data={"run": "nobody", "csrf": "x"})
+    assert response.status_code == 403  # no valid CSRF field for it: refused before reading
+    assert web.get("/run?id=nobody").status_code == 404
+
+
+def test_every_value_from_the_journal_is_html_escaped(conn: db.Connection, web: TestClient) -> None:
+    journal = Journal(conn)
+    evil = "<script>alert(1)</script>"
+    journal.create_run("x<b>", "support-once", evil)
+    listed = web.get("/runs")
+    assert listed.status_code == 200
+    assert "x&lt;b&gt;" in listed.text and "x<b>" not in listed.text
+    shown = web.get("/run", params={"id": "x<b>"})
+    assert shown.status_code == 200
+    assert evil not in shown.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in shown.text
+
+
+def test_the_runs_list_filters_by_agent_and_pages_by_the_cli_cursor(
+    conn: db.Connection, web: TestClient, database_url: str
+) -> None:
+    journal = Journal(conn)
+    for k in range(3):
+        journal.create_run(f"prov-{k}")
+    journal.create_run("sup-0", "support-once", "help")
+    by_agent = web.get("/runs", params={"agent": "support-once"})
+    assert re.findall(r'<tr data-run="([^"]+)"', by_agent.text) == ["sup-0"]
+    assert cli(database_url, "runs", "--agent", "support-once", "--json").json()["runs"][0][
+        "id"
+    ] == "sup-0"
+    first = web.get("/runs", params={"limit": "2"})
+    shown = re.findall(r'<tr data-run="([^"]+)"', first.text)
+    assert len(shown) == 2
+    after = re.search(r'id="next" href="/runs\?([^"]+)"', first.text)
+    assert after is not None
+    token = re.search(r"after=([^&]+)", after.group(1))
+    assert token is not None
+    Cursor.decode(token.group(1))  # the CLI's own cursor
+    rest = web.get("/runs?" + after.group(1).replace("&amp;", "&"))
+    assert set(re.findall(r'<tr data-run="([^"]+)"', rest.text)).isdisjoint(shown)
+
+
+def test_a_post_from_another_origin_or_site_is_refused_and_changes_nothing(
+    conn: db.Connection, web: TestClient
+) -> None:
+    run_with_intent(conn, "r1")
+    page = web.get("/run?id=r1").text
+    form = {"run": "r1", "csrf": _csrf(page, "cancel"), "confirmed": "yes"}
+    foreign = web.post("/cancel", data=form, headers={"Origin": "http://evil.test"})
+    assert foreign.status_code == 403 and "origin http://evil.test" in _error(foreign)
+    cross = web.post("/cancel", data=form, headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 403 and "cross-site" in _error(cross)
+    forged = web.post("/cancel", data={**form, "csrf": "0" * 64})
+    assert forged.status_code == 403 and "CSRF" in _error(forged)
+    assert Journal(conn).require_run("r1").status == "running"
+    same = web.post("/cancel", data=form, headers={"Origin": HOST, "Sec-Fetch-Site": "same-origin"})
+    assert same.status_code == 200, same.text
+    assert Journal(conn).require_run("r1").status == "cancelled"
+
+
+def test_an_action_asks_for_confirmation_before_it_changes_anything(
+    conn: db.Connection, web: TestClient
+) -> None:
+    run_with_intent(conn, "r1")
+    form = {"run": "r1", "csrf": _csrf(web.get("/run?id=r1").text, "cancel")}
+    asked = web.post("/cancel", data=form)
+    assert asked.status_code == 200 and 'name="confirmed" value="yes"' in asked.text
+    assert "Cancelling it is final" in asked.text
+    assert Journal(conn).require_run("r1").status == "running"
+
+
+def test_a_missing_token_is_refused_and_the_token_opens_the_pages(
+    conn: db.Connection, database_url: str
+) -> None:
+    run_with_intent(conn, "r1")
+    with client(database_url, TOKEN) as web:
+        assert web.get("/run?id=r1").status_code == 401
+        refused = web.post("/cancel", data={"run": "r1", "csrf": "x", "confirmed": "yes"})
+        assert refused.status_code == 401 and "needs its token" in _error(refused)
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        assert web.get("/run?id=r1", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert web.get("/run?id=r1", headers=bearer).status_code == 200
+        login = web.get("/login").text
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', login)
+        assert csrf is not None
+        wrong = web.post("/login", data={"token": "nope", "csrf": csrf.group(1)})
+        assert wrong.status_code == 401
+        web.post("/login", data={"token": TOKEN, "csrf": csrf.group(1), "then": "/runs"})
+        assert web.get("/run?id=r1").status_code == 200  # the session cookie
+    assert Journal(conn).require_run("r1").status == "running"
+
+
+def test_without_a_token_a_request_for_another_host_is_refused(web: TestClient) -> None:
+    rebound = web.get("/runs", headers={"Host": "attacker.example:8765"})
+    assert rebound.status_code == 403 and "loopback address only" in _error(rebound)
+    assert web.get("/runs", headers={"Host": "localhost:8765"}).status_code == 200
+
+
+def test_a_non_loopback_bind_without_a_token_is_one_line_and_exit_2(database_url: str) -> None:
+    refused = cli(database_url, "ui", "--bind", "0.0.0.0", CRASHRESUME_UI_TOKEN="")
+    assert refused.code == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "only with a token" in lines[0], refused.stderr
+    short = cli(database_url, "ui", "--bind", "0.0.0.0", "--token", "short")
+    assert short.code == 2 and "at least 16" in short.stderr
