@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.fix_runtime",
     "tests.fix_supervisor",
     "tests.fix_proxy",
+    "tests.fix_ui",  # the dashboard under uvicorn, and headless chromium
 ]

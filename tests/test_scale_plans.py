@@ -97,7 +97,9 @@ PAGES = [
 def test_a_page_of_runs_reads_one_index_range_per_status_cut_at_the_limit(
     journal: db.Connection, statuses: list[str], after: dict[str, Any]
 ) -> None:
-    nodes = _plan(journal, "operator_list_runs", {"statuses": statuses, "agent": None, "limit": 21, **after})
+    nodes = _plan(
+        journal, "operator_list_runs", {"statuses": statuses, "agent": None, "limit": 21, **after}
+    )
     _never_scanned_whole(nodes)
     assert "Index Scan [runs_activity]" in _scans(nodes, "runs")
     # The only sort is the merge of the per-status pages: below it, a limit per status.
@@ -111,7 +113,9 @@ def test_the_runs_in_doubt_are_found_from_their_calls_in_doubt(
     journal: db.Connection, statuses: list[str]
 ) -> None:
     nodes = _plan(
-        journal, "operator_list_in_doubt", {"statuses": statuses, "agent": None, "limit": 21, **FIRST_PAGE}
+        journal,
+        "operator_list_in_doubt",
+        {"statuses": statuses, "agent": None, "limit": 21, **FIRST_PAGE},
     )
     _never_scanned_whole(nodes)
     assert "tool_calls_in_doubt" in {n.get("Index Name") for n in nodes}

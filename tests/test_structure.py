@@ -82,6 +82,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"llm"}),
     frozenset({"loop"}),
     frozenset({"supervisor", "operator"}),
+    frozenset({"ui"}),  # the dashboard: the operator's reads and actions in a browser
     frozenset({"cli", "demo", "conformance", "__main__", ""}),
 )
 LOOSE = LAYERS[0] | LAYERS[-1]  # loose modules, the base and the entry points: they may

@@ -105,9 +105,10 @@ def test_the_runs_list_filters_by_agent_and_pages_by_the_cli_cursor(
     journal.create_run("sup-0", "support-once", "help")
     by_agent = web.get("/runs", params={"agent": "support-once"})
     assert re.findall(r'<tr data-run="([^"]+)"', by_agent.text) == ["sup-0"]
-    assert cli(database_url, "runs", "--agent", "support-once", "--json").json()["runs"][0][
-        "id"
-    ] == "sup-0"
+    assert (
+        cli(database_url, "runs", "--agent", "support-once", "--json").json()["runs"][0]["id"]
+        == "sup-0"
+    )
     first = web.get("/runs", params={"limit": "2"})
     shown = re.findall(r'<tr data-run="([^"]+)"', first.text)
     assert len(shown) == 2

@@ -34,13 +34,13 @@ from agent_runtime.operator.actions import (
 )
 from agent_runtime.operator.attention import CHOICES, Choice, meaning
 from agent_runtime.operator.snapshot import read_history
-from agent_runtime.operator.views import RunHistory
 from agent_runtime.operator.text import (
     format_call_resolution,
     format_cancellation,
     format_resolution,
     format_retry,
 )
+from agent_runtime.operator.views import RunHistory
 from agent_runtime.store.runid import check_run_id
 
 from .pages import Dashboard, dashboard, run_url
@@ -87,8 +87,13 @@ def check_post(request: Request, form: dict[str, str], run_id: str, action: str)
         own_origin=own_origin(request),
     )
     if reason is not None:
-        log.warning("ui-refused action=%s run=%s client=%s reason=%r", action, run_id,
-                    _client(request), reason)  # fmt: skip
+        log.warning(
+            "ui-refused action=%s run=%s client=%s reason=%r",
+            action,
+            run_id,
+            _client(request),
+            reason,
+        )
         raise Refused(reason, 403)
 
 

@@ -13,6 +13,7 @@ uvicorn on it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -78,13 +79,22 @@ def build_app(settings: config.Settings, url: str, guard: Guard | None = None) -
             request.cookies.get(COOKIE), request.headers.get("authorization")
         )
         if not authenticated and path not in OPEN:
-            log.warning("ui-refused path=%s client=%s reason=no-token", path,
-                        request.client.host if request.client else "unknown")  # fmt: skip
+            log.warning(
+                "ui-refused path=%s client=%s reason=no-token",
+                path,
+                request.client.host if request.client else "unknown",
+            )
             if request.method == "GET":
-                return page("login.html", 401, title="Token needed", csrf=guard.csrf("", "login"),
-                            then=str(request.url.path) + ("?" + request.url.query
-                                                          if request.url.query else ""),
-                            failed=False, live=False)  # fmt: skip
+                return page(
+                    "login.html",
+                    401,
+                    title="Token needed",
+                    csrf=guard.csrf("", "login"),
+                    then=str(request.url.path)
+                    + ("?" + request.url.query if request.url.query else ""),
+                    failed=False,
+                    live=False,
+                )
             return _error(401, "refused: this dashboard needs its token (log in at /login)")
         return await call_next(request)
 
@@ -102,8 +112,12 @@ def build_app(settings: config.Settings, url: str, guard: Guard | None = None) -
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
-        log.error("ui-unexpected path=%s error=%r", request.url.path,
-                  f"{type(exc).__name__}: {exc}", exc_info=exc)  # fmt: skip
+        log.error(
+            "ui-unexpected path=%s error=%r",
+            request.url.path,
+            f"{type(exc).__name__}: {exc}",
+            exc_info=exc,
+        )
         return _error(500, f"unexpected error ({type(exc).__name__}); the log has the details")
 
     @app.get("/healthz")
@@ -112,9 +126,14 @@ def build_app(settings: config.Settings, url: str, guard: Guard | None = None) -
 
     @app.get("/login")
     def login_form(request: Request) -> Response:
-        return page("login.html", title="Token needed", csrf=guard.csrf("", "login"),
-                    then=request.query_params.get("then", "/"), failed=False,
-                    live=False)  # fmt: skip
+        return page(
+            "login.html",
+            title="Token needed",
+            csrf=guard.csrf("", "login"),
+            then=request.query_params.get("then", "/"),
+            failed=False,
+            live=False,
+        )
 
     @app.post("/login")
     async def login(request: Request) -> Response:
@@ -126,10 +145,18 @@ def build_app(settings: config.Settings, url: str, guard: Guard | None = None) -
         if guard.token is None:
             return RedirectResponse(then, status_code=303)
         if not guard.token_matches(form.get("token", "")):
-            log.warning("ui-login-refused client=%s",
-                        request.client.host if request.client else "unknown")  # fmt: skip
-            return page("login.html", 401, title="Token needed", csrf=guard.csrf("", "login"),
-                        then=then, failed=True, live=False)  # fmt: skip
+            log.warning(
+                "ui-login-refused client=%s", request.client.host if request.client else "unknown"
+            )
+            return page(
+                "login.html",
+                401,
+                title="Token needed",
+                csrf=guard.csrf("", "login"),
+                then=then,
+                failed=True,
+                live=False,
+            )
         response = RedirectResponse(then, status_code=303)
         response.set_cookie(COOKIE, guard.session(), httponly=True, samesite="strict", path="/")
         return response
@@ -146,11 +173,9 @@ def listen(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except OSError as exc:
-        raise ConfigError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-            + (" (another process has the port: choose another with --port)"
-               if getattr(exc, "errno", None) == 98 else "")  # fmt: skip
-        ) from exc
+        busy = exc.errno == errno.EADDRINUSE
+        hint = " (another process has it: choose another with --port)" if busy else ""
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from exc
     sock.listen(128)
     return sock
 

@@ -78,7 +78,9 @@ def _flag(request: Request, name: str) -> bool:
 
 
 def _statuses(request: Request) -> list[str]:
-    chosen = sorted({s.strip() for v in request.query_params.getlist("status") for s in v.split(",")})
+    chosen = sorted(
+        {s.strip() for v in request.query_params.getlist("status") for s in v.split(",")}
+    )
     chosen = [s for s in chosen if s]
     unknown = [s for s in chosen if s not in STATUSES]
     if unknown:
@@ -177,9 +179,7 @@ def run_page(request: Request) -> Response:
     with board.reading() as conn:
         history = read_history(conn, run_id)
     live = history.run.status in LIVE and not _flag(request, "still")
-    actions = {
-        name: board.guard.csrf(run_id, name) for name in ("cancel", "retry", "resolve")
-    }
+    actions = {name: board.guard.csrf(run_id, name) for name in ("cancel", "retry", "resolve")}
     return page(
         "run.html",
         title=f"Run {run_id}",
