@@ -3,9 +3,10 @@
 The server is the app ``python -m agent_runtime ui`` serves, under uvicorn in a thread of
 the test process, on a socket bound to 127.0.0.1 port 0 (:func:`agent_runtime.ui.app.listen`),
 over the session's real journal. The browser is Debian's ``chromium`` (``.ci/run``
-installs it), driven by Playwright through ``executable_path``; where it cannot be had the
-browser tests skip, saying why, except under ``CI=true``, where .ci/run has installed it and
-its absence is a failure, not a reason to skip.
+installs it; ``CRASHRESUME_CHROMIUM`` names another binary), driven by Playwright through
+``executable_path``. Where none can be had the browser tests skip, saying why, except under
+``CI=true`` (GitHub sets it; its Ubuntu runners ship Chrome): there a missing browser is a
+failure, so a CI that silently stopped testing the dashboard cannot pass.
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ from agent_runtime.ui.guard import Guard
 
 STARTUP = 10.0  # seconds the server may take to answer
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-CHROMIUM = ("chromium", "chromium-browser", "/usr/lib/chromium/chromium")
+# Debian's chromium first, then the names other systems (GitHub's Ubuntu runners) use.
+CHROMIUM = ("chromium", "chromium-browser", "/usr/lib/chromium/chromium", "google-chrome")
+CHROMIUM_ENV = "CRASHRESUME_CHROMIUM"  # a browser binary to use instead
 
 
 def _chromium() -> str | None:
-    for name in CHROMIUM:
+    for name in (os.environ.get(CHROMIUM_ENV), *CHROMIUM):
+        if not name:
+            continue
         found = shutil.which(name) or (name if os.access(name, os.X_OK) else None)
         if found:
             return found
