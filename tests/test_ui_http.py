@@ -6,10 +6,14 @@ Starlette's test client; the browser tests (tests/test_ui_browser.py) drive a re
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -184,3 +188,69 @@ def test_a_non_loopback_bind_without_a_token_is_one_line_and_exit_2(database_url
     assert len(lines) == 1 and "only with a token" in lines[0], refused.stderr
     short = cli(database_url, "ui", "--bind", "0.0.0.0", "--token", "short")
     assert short.code == 2 and "at least 16" in short.stderr
+
+
+def _act(web: TestClient, action: str, run_id: str, **fields: str) -> Any:
+    """The form of ``action`` on the run's page, sent confirmed."""
+    csrf = _csrf(web.get("/run", params={"id": run_id}).text, action)
+    data = {"run": run_id, "csrf": csrf, "confirmed": "yes", **fields}
+    return web.post(f"/{action}", data=data, headers={"Origin": HOST})
+
+
+def test_a_failed_run_is_retried_from_its_page_as_the_cli_retries_it(
+    conn: db.Connection, web: TestClient, database_url: str
+) -> None:
+    journal = Journal(conn)
+    journal.create_run("f1")
+    lease = journal.claim("f1", "w:1:x", 12.0)
+    assert lease is not None
+    journal.fail(lease, "RemoteRejected: 422")
+    done = _act(web, "retry", "f1")
+    assert done.status_code == 200, done.text
+    assert "f1" in done.text and "pending" in done.text
+    assert journal.require_run("f1").status == "pending"
+    shown = cli(database_url, "show", "f1", "--json").json()
+    assert [r["previous_failure"] for r in shown["retries"]] == ["RemoteRejected: 422"]
+    cancelled = _act(web, "cancel", "f1", reason="from the page")
+    assert cancelled.status_code == 200
+    assert journal.require_run("f1").failure == "cancelled by operator: from the page"
+    run_with_intent(conn, "held")  # a live worker holds it: retry_run refuses, as in the CLI
+    refused = _act(web, "retry", "held")
+    assert refused.status_code == 409 and "it needs no retry" in _error(refused)
+
+
+def test_a_crashed_call_is_resent_from_the_page_under_its_key(
+    agent: Any, mock_servers: Any, database_url: str
+) -> None:
+    assert agent.run("r1", CRASH_AT="after_call", CRASH_SEQ="1").code == 1
+    settings = Settings(cloud_url=mock_servers.cloud_url, model_url=mock_servers.model_url)
+    app = build_app(settings, database_url, Guard())
+    with TestClient(app, base_url=HOST, raise_server_exceptions=False) as web:
+        page = web.get("/run", params={"id": "r1"}).text
+        assert "IN DOUBT" in page and 'id="resend"' in page
+        done = _act(web, "resolve", "r1", choice="resend")
+    assert done.status_code == 200, done.text
+    assert "remote already_done" in done.text
+    assert mock_servers.resources("r1")["counts"]["databases"] == 1  # not built twice
+
+
+def test_the_ui_command_serves_on_loopback_and_prints_where(database_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CRASHRESUME_UI_TOKEN"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_runtime", "ui", "--port", "0"],
+        env={**env, "DATABASE_URL": database_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("dashboard: http://127.0.0.1:"), line
+        url = line.split(": ", 1)[1].strip()
+        assert httpx.get(f"{url}healthz", timeout=10).json() == {"status": "ok"}
+        assert httpx.get(f"{url}runs", timeout=10).status_code == 200
+    finally:
+        proc.terminate()  # uvicorn shuts down, then lets SIGTERM end the process
+        _, err = proc.communicate(timeout=30)
+    assert "ui-serving url=http://127.0.0.1:" in err and "Traceback" not in err, err
