@@ -254,3 +254,26 @@ def test_the_ui_command_serves_on_loopback_and_prints_where(database_url: str) -
         proc.terminate()  # uvicorn shuts down, then lets SIGTERM end the process
         _, err = proc.communicate(timeout=30)
     assert "ui-serving url=http://127.0.0.1:" in err and "Traceback" not in err, err
+
+
+def test_a_parked_run_shows_its_choices_and_a_bad_resolve_is_a_400_that_changes_nothing(
+    conn: db.Connection, web: TestClient
+) -> None:
+    from .test_attention import _parked
+
+    _parked(Journal(conn), "p1")
+    page = web.get("/run", params={"id": "p1"}).text
+    for choice in ("confirm", "redo", "fail"):
+        assert f'name="choice" value="{choice}"' in page
+    assert "python -m agent_runtime resolve p1 --seq 1 --redo" in page
+    bad_json = _act(web, "resolve", "p1", seq="1", choice="confirm", result="{not json")
+    assert bad_json.status_code == 400 and "the result of the call as JSON" in _error(bad_json)
+    bad_choice = _act(web, "resolve", "p1", seq="1", choice="maybe")
+    assert bad_choice.status_code == 400 and "one of confirm, redo, fail" in _error(bad_choice)
+    bad_seq = _act(web, "resolve", "p1", seq="one", choice="redo")
+    assert bad_seq.status_code == 400 and "a step number" in _error(bad_seq)
+    no_call = _act(web, "resolve", "p1", seq="7", choice="redo")
+    assert no_call.status_code == 404 and "has no tool call seq 7" in _error(no_call)
+    assert Journal(conn).require_run("p1").status == "needs_attention"
+    resend = _act(web, "resolve", "p1", choice="resend")  # what a once call must not get
+    assert resend.status_code == 400 and "needs attention" in _error(resend)

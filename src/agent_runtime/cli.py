@@ -167,6 +167,7 @@ ENVIRONMENT = (
     "or OPENAI_API_KEY (a bearer token)",
     "CRASHRESUME_HOST (this host's name in owner tokens, unique per host sharing the "
     "database; default: the hostname)",
+    "CRASHRESUME_UI_TOKEN (the token `ui` requires of every page and action)",
 )
 
 
