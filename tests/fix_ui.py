@@ -105,8 +105,8 @@ def chromium() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(chromium: Any) -> Iterator[Any]:
-    """A fresh browser context and page per test (no cookie carried over)."""
+def tab(chromium: Any) -> Iterator[Any]:
+    """A fresh browser context and its page per test (no cookie carried over)."""
     context = chromium.new_context(viewport={"width": 1400, "height": 900})
     tab = context.new_page()
     tab.set_default_timeout(15_000)

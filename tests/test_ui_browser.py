@@ -34,77 +34,77 @@ def desk(agent: Agent, mock_servers: Any, database_url: str) -> Desk:
     return Desk(agent, mock_servers, database_url)
 
 
-def _open_run(page: Any, base: str, run_id: str) -> None:
-    page.goto(f"{base}/runs")
-    page.click(f'tr[data-run="{run_id}"] a')
-    page.wait_for_selector("#summary")
+def _open_run(tab: Any, base: str, run_id: str) -> None:
+    tab.goto(f"{base}/runs")
+    tab.click(f'tr[data-run="{run_id}"] a')
+    tab.wait_for_selector("#summary")
 
 
 def test_a_crash_and_resume_run_appears_with_its_takeover(
-    agent: Agent, dashboard: Served, page: Any
+    agent: Agent, dashboard: Served, tab: Any
 ) -> None:
     assert agent.run("r1", CRASH_AT="after_call", CRASH_SEQ="1").code == 1
     assert agent.run("r1").code == 0
 
-    page.goto(f"{dashboard.url}/runs")
-    row = page.locator('tr[data-run="r1"]')
+    tab.goto(f"{dashboard.url}/runs")
+    row = tab.locator('tr[data-run="r1"]')
     assert row.locator(".status").inner_text() == "done"
-    screenshot(page, "runs")
-    _open_run(page, dashboard.url, "r1")
+    screenshot(tab, "runs")
+    _open_run(tab, dashboard.url, "r1")
 
-    assert page.inner_text("#status") == "done"
-    claims = page.locator("#claims tr[data-generation]")
+    assert tab.inner_text("#status") == "done"
+    claims = tab.locator("#claims tr[data-generation]")
     assert claims.count() == 2
-    takeover = page.locator('#claims tr[data-generation="2"]')
+    takeover = tab.locator('#claims tr[data-generation="2"]')
     assert "takeover" in takeover.inner_text() and "owner_dead" in takeover.inner_text()
-    resent = page.locator('#steps tr[data-seq="1"]')
+    resent = tab.locator('#steps tr[data-seq="1"]')
     assert "re-sent under the same key" in resent.inner_text()
     assert "already_done" in resent.inner_text()
-    timeline = page.locator("#timeline svg")
+    timeline = tab.locator("#timeline svg")
     assert timeline.get_attribute("data-run") == "r1"
-    assert page.locator('#timeline g[data-kind="takeover"]').count() == 1
-    assert page.locator('#timeline g[data-kind="crash"]').count() == 1
-    assert page.locator("meta[http-equiv=refresh]").count() == 0  # a done run stands still
-    screenshot(page, "run")
+    assert tab.locator('#timeline g[data-kind="takeover"]').count() == 1
+    assert tab.locator('#timeline g[data-kind="crash"]').count() == 1
+    assert tab.locator("meta[http-equiv=refresh]").count() == 0  # a done run stands still
+    screenshot(tab, "run")
 
 
 def test_a_parked_once_run_is_resolved_from_the_page_and_then_finishes(
-    desk: Desk, conn: Any, dashboard: Served, page: Any
+    desk: Desk, conn: Any, dashboard: Served, tab: Any
 ) -> None:
     run_id = "once-web"
     _parked(desk, conn, run_id, "after_call")
     (delivery,) = desk.deliveries(run_id)  # the operator looked: the email went out
 
-    page.goto(dashboard.url)
-    card = page.locator(f'.attention[data-run="{run_id}"]')
+    tab.goto(dashboard.url)
+    card = tab.locator(f'.attention[data-run="{run_id}"]')
     text = card.inner_text()
     assert "send_email" in text and f"{run_id}:{EMAIL}" in text and "ada@example.test" in text
     assert "nothing can tell whether it acted" in text
     for choice in ("confirm", "redo", "fail"):
         assert card.locator(f'input[value="{choice}"]').count() == 1
-    screenshot(page, "attention")
+    screenshot(tab, "attention")
 
     card.locator('input[value="confirm"]').check()
     card.locator("textarea[name=result]").fill(json.dumps(delivery))
     card.locator("button", has_text="Resolve").click()
-    assert "Record for call seq 2" in page.inner_text("#what")
+    assert "Record for call seq 2" in tab.inner_text("#what")
     assert Journal(conn).require_run(run_id).status == "needs_attention"  # not yet
-    page.click("#confirm")
-    assert "confirmed" in page.inner_text("#outcome")
+    tab.click("#confirm")
+    assert "confirmed" in tab.inner_text("#outcome")
     assert Journal(conn).require_run(run_id).status == "pending"
 
     finished = desk.run(run_id, "support_once")
     assert finished.code == 0, finished.out
     assert len(desk.deliveries(run_id)) == 1  # never sent twice
-    page.click("#back")
-    assert page.inner_text("#status") == "done"
-    assert "confirm" in page.inner_text("#resolutions")
-    page.goto(dashboard.url)
-    assert page.locator("#nothing").count() == 1
+    tab.click("#back")
+    assert tab.inner_text("#status") == "done"
+    assert "confirm" in tab.inner_text("#resolutions")
+    tab.goto(dashboard.url)
+    assert tab.locator("#nothing").count() == 1
 
 
 def test_a_cancel_from_the_page_stops_a_running_run(
-    agent: Agent, mock_servers: Any, conn: Any, dashboard: Served, page: Any
+    agent: Agent, mock_servers: Any, conn: Any, dashboard: Served, tab: Any
 ) -> None:
     mock_servers.set_cloud_faults(latency=CANCEL_LATENCY)
     worker = subprocess.Popen(
@@ -117,14 +117,15 @@ def test_a_cancel_from_the_page_stops_a_running_run(
     try:
         journal = Journal(conn)
         wait_for("the run to be running", lambda: _status(conn, "c1") == "running")
-        _open_run(page, dashboard.url, "c1")
-        assert page.locator("meta[http-equiv=refresh]").count() == 1  # live while it runs
-        page.click("#cancel")
-        assert "Cancelling it is final" in page.inner_text("#what")
-        page.click("#confirm")
-        assert "cancelled" in page.inner_text("#outcome")
+        _open_run(tab, dashboard.url, "c1")
+        assert tab.locator("meta[http-equiv=refresh]").count() == 1  # live while it runs
+        tab.click("#cancel")
+        assert "Cancelling it is final" in tab.inner_text("#what")
+        tab.click("#confirm")
+        assert "cancelled" in tab.inner_text("#outcome")
         out, _ = worker.communicate(timeout=60)
     finally:
+        mock_servers.set_cloud_faults(latency=0.0)
         if worker.poll() is None:
             worker.kill()
             worker.communicate()
@@ -132,8 +133,8 @@ def test_a_cancel_from_the_page_stops_a_running_run(
     run = journal.require_run("c1")
     assert run.status == "cancelled" and run.owner is None
     assert mock_servers.resources("c1")["counts"]["dns_records"] == 0  # it never finished
-    page.click("#back")
-    assert page.inner_text("#status") == "cancelled"
+    tab.click("#back")
+    assert tab.inner_text("#status") == "cancelled"
 
 
 def _status(conn: Any, run_id: str) -> str | None:
@@ -171,13 +172,13 @@ def evil_site() -> Iterator[tuple[type[_Evil], str]]:
 
 
 def test_a_cross_site_post_is_refused_even_with_a_leaked_csrf_field(
-    conn: Any, dashboard: Served, page: Any, evil_site: tuple[type[_Evil], str]
+    conn: Any, dashboard: Served, tab: Any, evil_site: tuple[type[_Evil], str]
 ) -> None:
     from .fix_runtime import run_with_intent
 
     run_with_intent(conn, "r1")
-    page.goto(f"{dashboard.url}/run?id=r1")
-    csrf = page.locator('form[action="/cancel"] input[name=csrf]').get_attribute("value")
+    tab.goto(f"{dashboard.url}/run?id=r1")
+    csrf = tab.locator('form[action="/cancel"] input[name=csrf]').get_attribute("value")
     handler, site = evil_site
     handler.form = (
         f'<form id="f" method="post" action="{dashboard.url}/cancel">'
@@ -185,37 +186,37 @@ def test_a_cross_site_post_is_refused_even_with_a_leaked_csrf_field(
         '<input name="confirmed" value="yes"></form>'
         "<script>document.getElementById('f').submit()</script>"
     )
-    with page.expect_navigation(url=f"{dashboard.url}/cancel") as navigation:
-        page.goto(site)
+    with tab.expect_navigation(url=f"{dashboard.url}/cancel") as navigation:
+        tab.goto(site)
     response = navigation.value
     assert response.status == 403
-    assert "refused a cross-site request" in page.inner_text("#error")
+    assert "refused a cross-site request" in tab.inner_text("#error")
     assert Journal(conn).require_run("r1").status == "running"
 
 
 def test_without_the_token_the_browser_is_refused_until_it_logs_in(
-    conn: Any, database_url: str, page: Any
+    conn: Any, database_url: str, tab: Any
 ) -> None:
     from .fix_runtime import run_with_intent
 
     run_with_intent(conn, "r1")
     served = Served(database_url, Settings(), token=TOKEN)
     try:
-        shown = page.goto(f"{served.url}/run?id=r1")
-        assert shown.status == 401 and page.locator("input[name=token]").count() == 1
-        posted = page.request.post(
+        shown = tab.goto(f"{served.url}/run?id=r1")
+        assert shown.status == 401 and tab.locator("input[name=token]").count() == 1
+        posted = tab.request.post(
             f"{served.url}/cancel", form={"run": "r1", "csrf": "x", "confirmed": "yes"}
         )
         assert posted.status == 401
-        page.fill("input[name=token]", "not-the-token-at-all")
-        page.click("button.go")
-        assert "not this dashboard's token" in page.inner_text("#error")
-        page.fill("input[name=token]", TOKEN)
-        page.click("button.go")
-        assert page.inner_text("#status") == "running"  # back where it was going
-        page.click("#cancel")
-        page.click("#confirm")
-        assert "cancelled" in page.inner_text("#outcome")
+        tab.fill("input[name=token]", "not-the-token-at-all")
+        tab.click("button.go")
+        assert "not this dashboard's token" in tab.inner_text("#error")
+        tab.fill("input[name=token]", TOKEN)
+        tab.click("button.go")
+        assert tab.inner_text("#status") == "running"  # back where it was going
+        tab.click("#cancel")
+        tab.click("#confirm")
+        assert "cancelled" in tab.inner_text("#outcome")
     finally:
         served.stop()
     assert Journal(conn).require_run("r1").status == "cancelled"
