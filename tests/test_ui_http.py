@@ -277,3 +277,12 @@ def test_a_parked_run_shows_its_choices_and_a_bad_resolve_is_a_400_that_changes_
     assert Journal(conn).require_run("p1").status == "needs_attention"
     resend = _act(web, "resolve", "p1", choice="resend")  # what a once call must not get
     assert resend.status_code == 400 and "needs attention" in _error(resend)
+
+
+def test_an_unreachable_database_is_a_503_page_with_one_line() -> None:
+    app = build_app(Settings(), "postgresql://nobody@127.0.0.1:1/crashresume", Guard())
+    with TestClient(app, base_url=HOST, raise_server_exceptions=False) as web:
+        response = web.get("/runs")
+    assert response.status_code == 503
+    assert _error(response).startswith("cannot reach the database at 127.0.0.1:1")
+    assert "Traceback" not in response.text
