@@ -358,7 +358,8 @@ class Worker:
         tools = self.tools_for(agent)
         for stranded in history.stranded():
             decision = history.decisions[stranded.seq]
-            history.calls[stranded.seq] = self.actor.act(lease, tools, decision, stranded)
+            with Step(lease, stranded.seq):  # a step the crash interrupted, finished
+                history.calls[stranded.seq] = self.actor.act(lease, tools, decision, stranded)
         seq = 0
         llm_calls = max((d.llm_call for d in history.decisions.values()), default=0)
         while True:
@@ -371,12 +372,9 @@ class Worker:
                 elif not (call and call.confirmed) and journaled.generation != lease.generation:
                     log.info(  # decided by an earlier owner (not this one's parallel answer)
                         "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
-                        lease.run_id,
-                        seq,
-                        journaled.tool,
-                        _args(journaled.args),
+                        lease.run_id, seq, journaled.tool, _args(journaled.args),
                         journaled.llm_call,
-                    )
+                    )  # fmt: skip
                 decision = history.decisions[seq]
                 llm_calls = max(llm_calls, decision.llm_call)
                 if decision.tool == DONE:

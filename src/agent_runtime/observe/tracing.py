@@ -32,9 +32,13 @@ except ImportError:  # pragma: no cover - the otel extra is absent
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span as OtelSpan
+    from opentelemetry.trace import TracerProvider
 
 TRACER = "agent_runtime"
 PREFIX = "agent_runtime."  # of every attribute name
+# The TracerProvider spans go to; None: the global one (opentelemetry.trace's). A seam for
+# an application (or a test) that keeps its provider to itself.
+provider: TracerProvider | None = None
 
 
 def trace_id_of(run_id: str) -> int:
@@ -94,7 +98,8 @@ class _Span:
         assert _api is not None
         current = _api.get_current_span().get_span_context()
         mine = current.is_valid and current.trace_id == trace_id_of(self.run_id)
-        self._cm = _api.get_tracer(TRACER).start_as_current_span(
+        tracer = provider.get_tracer(TRACER) if provider is not None else _api.get_tracer(TRACER)
+        self._cm = tracer.start_as_current_span(
             self.name,
             context=None if mine else _root(self.run_id),
             attributes={PREFIX + k: v for k, v in self.attributes.items() if v is not None},
