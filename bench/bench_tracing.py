@@ -18,8 +18,12 @@ Each process drives the bench agent of ``bench/_loop.py`` (keyed steps to the in
 mock cloud, a Chat Completions model in-process) after one warm-up run: ``--runs`` runs of
 ``--steps`` steps and as many of none, alternating; its cost per step is (median long run -
 median empty run) / steps. Each rep runs both processes (their order alternates) and its
-ratio is hooks / no hooks; the median ratio and the spread are printed. A ratio within the
-reps' spread of 1.00 is "unchanged within noise". Figures, never pass/fail.
+ratios are hooks / no hooks, of the wall time and of the client's CPU time per step (the
+hooks cost CPU only; the wall time of a durable step is mostly the disk's flush, which on
+a shared machine drifts). The hooks process also times the hooks of one step alone, in a
+loop of 100,000 (the no-op path: a step, four phases, a model call), as a share of a
+step's client CPU. Medians and spreads are printed: a ratio within the reps' spread of
+1.00 is "unchanged within noise". Figures, never pass/fail.
 """
 
 from __future__ import annotations
@@ -50,7 +54,6 @@ CHILD = (
 def child(steps: int, runs: int) -> None:
     """One process's cost per step, printed as JSON."""
     sys.path.insert(0, str(HERE))
-    import agent_runtime
     from _loop import LoopRuns
     from _setup import scratch
 
@@ -66,17 +69,52 @@ def child(steps: int, runs: int) -> None:
         loop = LoopRuns(url, state)
         try:
             loop.run(f"warm-{tag}", steps)
-            long: list[float] = []
-            empty: list[float] = []
+            long: list[tuple[float, float]] = []
+            empty: list[tuple[float, float]] = []
             for i in range(2 * runs):
                 n = steps if (i % 4) in (0, 3) else 0  # N 0 0 N N 0 0 N ...
-                start = time.perf_counter()
+                wall, cpu = time.perf_counter(), time.process_time()
                 loop.run(f"r-{tag}-{i}", n)
-                (long if n else empty).append(time.perf_counter() - start)
+                took = (time.perf_counter() - wall, time.process_time() - cpu)
+                (long if n else empty).append(took)
         finally:
             loop.close()
-    step = (statistics.median(long) - statistics.median(empty)) / steps
-    print(json.dumps({"step": step, "hooks": hooks, "from": agent_runtime.__file__}))
+
+    def per_step(i: int) -> float:
+        median = statistics.median
+        return (median(t[i] for t in long) - median(t[i] for t in empty)) / steps
+
+    result = {"step": per_step(0), "cpu": per_step(1), "hooks": hooks}
+    if hooks != "none":
+        result["hook_seconds"] = hooks_alone()
+    print(json.dumps(result))
+
+
+def hooks_alone(rounds: int = 100_000) -> float:
+    """Seconds the hooks of one keyed step take on their own, as the loop enters them: the
+    step, its four phases (with the attributes set as they are known), the model call."""
+    from agent_runtime.observe import tracing
+    from agent_runtime.observe.steps import ModelCall, Step
+    from agent_runtime.store.records import Lease
+
+    lease = Lease(run_id="bench", owner="o", generation=1)
+    start = time.perf_counter()
+    for seq in range(rounds):
+        with Step(lease, seq, replayed=False):
+            with tracing.span("decide", "bench", seq), ModelCall():
+                pass
+            with tracing.span("intent", "bench", seq, effect="keyed") as span:
+                span.set("key", "bench:0")
+            with tracing.span(
+                "call", "bench", seq, key="bench:0", effect="keyed", tool="tick"
+            ) as span:
+                span.set("remote_status", "created")
+            with tracing.span(
+                "confirm", "bench", seq, key="bench:0", effect="keyed",
+                remote_status="created", state="confirmed",
+            ):  # fmt: skip
+                pass
+    return (time.perf_counter() - start) / rounds
 
 
 def export(revision: str, into: Path) -> Path:
@@ -128,7 +166,9 @@ def main() -> None:
         baseline_path = os.pathsep.join([str(base / "src"), str(base / "mock")])
         here_path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "mock")])
         print(f"steps={args.steps} runs={args.runs} reps={args.reps} baseline={args.baseline}")
-        ratios = []
+        ratios: list[float] = []
+        cpu_ratios: list[float] = []
+        alone: list[float] = []
         for rep in range(args.reps):
             fresh_journal(url)
             order = [("hooks", here_path), ("none", baseline_path)]
@@ -137,16 +177,24 @@ def main() -> None:
             got = {name: measure(url, args.steps, args.runs, path) for name, path in order}
             hooks, none = got["hooks"], got["none"]
             assert hooks["hooks"] == "no-op" and none["hooks"] == "none", got
-            ratio = hooks["step"] / none["step"]
-            ratios.append(ratio)
+            ratios.append(hooks["step"] / none["step"])
+            cpu_ratios.append(hooks["cpu"] / none["cpu"])
+            alone.append(hooks["hook_seconds"] / none["cpu"])
             print(
-                f"rep {rep}: hooks (extra absent) {hooks['step'] * 1e3:.3f} ms/step, "
-                f"no hooks {none['step'] * 1e3:.3f} ms/step, ratio {ratio:.3f}"
+                f"rep {rep}: wall ms/step hooks {hooks['step'] * 1e3:.3f} none "
+                f"{none['step'] * 1e3:.3f} ratio {ratios[-1]:.3f}; client CPU ms/step hooks "
+                f"{hooks['cpu'] * 1e3:.3f} none {none['cpu'] * 1e3:.3f} ratio "
+                f"{cpu_ratios[-1]:.3f}; the hooks alone {hooks['hook_seconds'] * 1e6:.2f} us"
             )
-        print(
-            f"median ratio {statistics.median(ratios):.3f} "
-            f"(min {min(ratios):.3f}, max {max(ratios):.3f}) over {len(ratios)} reps"
-        )
+        for name, got in (
+            ("wall ratio (hooks, extra absent / no hooks)", ratios),
+            ("client CPU ratio (hooks, extra absent / no hooks)", cpu_ratios),
+            ("the hooks alone / a step's client CPU", alone),
+        ):
+            print(
+                f"{name}: median {statistics.median(got):.4f} "
+                f"(min {min(got):.4f}, max {max(got):.4f}) over {len(got)} reps"
+            )
 
 
 if __name__ == "__main__":
