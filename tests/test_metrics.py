@@ -180,3 +180,28 @@ def test_a_metrics_port_in_use_is_refused_in_one_line(agent: Agent) -> None:
         port = taken.getsockname()[1]
         line = _refused(agent, "--metrics-port", str(port))
     assert f"--metrics-port {port}: cannot listen on 127.0.0.1" in line
+
+
+def test_the_asgi_app_mounted_in_another_server_reads_the_same_journal(
+    database_url: str, conn: Any
+) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from agent_runtime.observe.metrics import asgi_app
+
+    journal = Journal(conn)
+    for run_id in ("asgi-1", "asgi-2"):
+        journal.create_run(run_id)
+    app = FastAPI()
+    app.mount("/metrics", asgi_app(database_url))
+    with TestClient(app) as client:
+        text = client.get("/metrics/").text
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    pending = conn.execute("SELECT count(*) FROM runs WHERE status = 'pending'").fetchone()
+    assert got[("agent_runtime_runs", (("status", "pending"),))] == pending["count"] >= 2
+    assert got[("agent_runtime_journal_up", ())] == 1

@@ -208,7 +208,12 @@ class Endpoint:
         :attr:`port`). The directory of the counts is private to this supervisor and removed
         by :meth:`close`, unless ``PROMETHEUS_MULTIPROC_DIR`` names one (then the operator
         empties it between runs, as prometheus_client asks)."""
-        from prometheus_client import start_http_server
+        try:
+            from prometheus_client import start_http_server
+        except ImportError as exc:
+            raise ConfigError(
+                "metrics need prometheus-client: pip install 'crashresume[runtime]'"
+            ) from exc
 
         given = os.environ.get(MULTIPROC_ENV)
         if given and not os.path.isdir(given):
@@ -220,6 +225,9 @@ class Endpoint:
         except OSError as exc:
             self.close()
             raise ConfigError(f"--metrics-port {port}: cannot listen on {HOST}: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
         self.port: int = self.server.server_port
         log.info("metrics address=%s port=%d directory=%s", HOST, self.port, given or self._made)
 
