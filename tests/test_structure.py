@@ -78,6 +78,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     ),
     frozenset({"store"}),
     frozenset({"localpg"}),  # reads its own SQL through store.queries
+    frozenset({"observe"}),  # metrics and traces: the loop, the tools and the supervisor count
     frozenset({"tools"}),
     frozenset({"llm"}),
     frozenset({"loop"}),

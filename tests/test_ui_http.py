@@ -286,3 +286,19 @@ def test_an_unreachable_database_is_a_503_page_with_one_line() -> None:
     assert response.status_code == 503
     assert _error(response).startswith("cannot reach the database at 127.0.0.1:1")
     assert "Traceback" not in response.text
+
+
+def test_the_dashboard_serves_the_journal_counts_as_prometheus_metrics(
+    conn: db.Connection, database_url: str
+) -> None:
+    journal = Journal(conn)
+    for run_id in ("m-1", "m-2"):
+        journal.create_run(run_id)
+    with client(database_url) as web:
+        text = web.get("/metrics").text
+    assert 'agent_runtime_runs{status="pending"} 2.0' in text, text
+    assert "agent_runtime_journal_up 1.0" in text
+    with client(database_url, token=TOKEN) as web:  # behind the token like every page
+        assert web.get("/metrics").status_code == 401
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        assert web.get("/metrics", headers=headers).status_code == 200

@@ -3,5 +3,6 @@ the conversation rebuilt from journaled answers (``conversation``), checking an 
 before it is journaled (``checking``), and deciding a step (``deciding``: ask, journal the
 answer and its decisions, replay instead of asking again).
 
-May import: the base modules, ``agent_runtime.store`` and ``agent_runtime.tools``.
+May import: the base modules, ``agent_runtime.store``, ``agent_runtime.observe`` and
+``agent_runtime.tools``.
 """

@@ -37,6 +37,7 @@ from agent_runtime.llm.checking import (
 )
 from agent_runtime.llm.conversation import Question
 from agent_runtime.llm.models import Answer, ChatModel, DecideModel, Model
+from agent_runtime.observe.steps import ModelCall
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import Decision, History, Lease, ModelAnswer, ToolCall
 from agent_runtime.tools.agent import Agent
@@ -137,7 +138,8 @@ class Decider:
             history=history,
             tools=list(tools.values()),
         )
-        answer = self.model_for(agent).ask(question)
+        with ModelCall():
+            answer = self.model_for(agent).ask(question)
         refuse_unjournalable(answer)
         checked = checked_answer(answer, tools)
         self.crash.reached("after_decide_before_journal", seq)

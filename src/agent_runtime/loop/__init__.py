@@ -3,5 +3,5 @@ journal, intend, call, confirm, and the restart that resolves and replays), how 
 ends (``stopping``), claiming a run (``claiming``) and keeping it (``lease``: owner tokens,
 proofs of death, the heartbeat).
 
-May import: the base modules, ``store``, ``tools`` and ``llm``.
+May import: the base modules, ``store``, ``observe``, ``tools`` and ``llm``.
 """

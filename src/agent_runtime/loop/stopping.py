@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 from agent_runtime.backoff import Backoff
 from agent_runtime.errors import AgentRuntimeError, CallInFlight, LeaseLost, UnexpectedError
+from agent_runtime.observe import metrics
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import Lease
 
@@ -35,6 +36,7 @@ def holding(journal: Journal, lease: Lease, backoff: Backoff) -> Iterator[None]:
     try:
         yield
     except LeaseLost as exc:
+        metrics.count_fenced()
         log.warning(
             "fenced run=%s generation=%d reason=%r", lease.run_id, lease.generation, str(exc)
         )

@@ -34,9 +34,7 @@ import httpx
 from agent_runtime.backoff import Backoff, uniform
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
-from agent_runtime.errors import (
-    LeaseLost,
-)
+from agent_runtime.errors import LeaseLost
 from agent_runtime.llm.conversation import DONE
 from agent_runtime.llm.deciding import Decider
 from agent_runtime.llm.models import Model
@@ -44,6 +42,8 @@ from agent_runtime.loop.claiming import claim_run
 from agent_runtime.loop.lease import Heartbeat, OwnedWait, make_heartbeat, owner_token
 from agent_runtime.loop.outcome import Outcome, UnknownAgentChoice, already_done, output_of
 from agent_runtime.loop.stopping import holding
+from agent_runtime.observe import tracing
+from agent_runtime.observe.steps import Step
 from agent_runtime.store import db
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import History, Lease, RunTask
@@ -358,38 +358,38 @@ class Worker:
         tools = self.tools_for(agent)
         for stranded in history.stranded():
             decision = history.decisions[stranded.seq]
-            history.calls[stranded.seq] = self.actor.act(lease, tools, decision, stranded)
+            with Step(lease, stranded.seq):  # a step the crash interrupted, finished
+                history.calls[stranded.seq] = self.actor.act(lease, tools, decision, stranded)
         seq = 0
         llm_calls = max((d.llm_call for d in history.decisions.values()), default=0)
         while True:
             journaled = history.decisions.get(seq)
             call = history.calls.get(seq)
-            if journaled is None:  # the answer's decisions (and refused calls) join history
-                self.decider.decide(lease, seq, history, agent, task)
-            elif not (call and call.confirmed) and journaled.generation != lease.generation:
-                log.info(  # decided by an earlier owner (not this one's parallel answer)
-                    "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
-                    lease.run_id,
-                    seq,
-                    journaled.tool,
-                    _args(journaled.args),
-                    journaled.llm_call,
-                )
-            decision = history.decisions[seq]
-            llm_calls = max(llm_calls, decision.llm_call)
-            if decision.tool == DONE:
-                output = output_of(history, decision)
-                self.journal.finish(lease, output)
-                log.info("done run=%s steps=%d llm_calls=%d", lease.run_id, seq, llm_calls)
-                return Outcome(
-                    run_id=lease.run_id,
-                    status="done",
-                    steps=seq,
-                    llm_calls=llm_calls,
-                    output=output,
-                )
-            if (call := history.calls.get(seq)) is None or not call.confirmed:
-                history.calls[seq] = self.actor.act(lease, tools, decision, call)
+            with Step(lease, seq, replayed=call is not None and call.confirmed):
+                if journaled is None:  # the answer's decisions (and refused calls) join history
+                    with tracing.span("decide", lease.run_id, seq):
+                        self.decider.decide(lease, seq, history, agent, task)
+                elif not (call and call.confirmed) and journaled.generation != lease.generation:
+                    log.info(  # decided by an earlier owner (not this one's parallel answer)
+                        "replayed run=%s seq=%d tool=%s args=%s llm_calls=%d",
+                        lease.run_id, seq, journaled.tool, _args(journaled.args),
+                        journaled.llm_call,
+                    )  # fmt: skip
+                decision = history.decisions[seq]
+                llm_calls = max(llm_calls, decision.llm_call)
+                if decision.tool == DONE:
+                    output = output_of(history, decision)
+                    self.journal.finish(lease, output)
+                    log.info("done run=%s steps=%d llm_calls=%d", lease.run_id, seq, llm_calls)
+                    return Outcome(
+                        run_id=lease.run_id,
+                        status="done",
+                        steps=seq,
+                        llm_calls=llm_calls,
+                        output=output,
+                    )
+                if (call := history.calls.get(seq)) is None or not call.confirmed:
+                    history.calls[seq] = self.actor.act(lease, tools, decision, call)
             seq += 1
 
     def _guard(self, lease: Lease) -> None:

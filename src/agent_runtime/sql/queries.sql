@@ -80,10 +80,11 @@ WITH prev AS (
     INSERT INTO run_claims (run_id, generation, owner, previous_owner, previous_expired_at, reason)
     SELECT id, generation, owner, previous_owner, previous_expired_at, reason FROM claimed
 )
--- agent and input go to the worker with the lease (records.RunTask): it need not read them.
+-- agent and input go to the worker with the lease (records.RunTask): it need not read them;
+-- the reason to the supervisor's metrics (agent_runtime_claims_total).
 -- In claim order: an UPDATE returns its rows in the order of its join, which the table's
 -- layout decides, and the supervisor hands the runs out in the order they come.
-SELECT id, owner, generation, agent, input FROM claimed ORDER BY idle_since, id;
+SELECT id, owner, generation, agent, input, reason FROM claimed ORDER BY idle_since, id;
 
 -- name: give_up_exhausted
 -- Runs that kept failing, marked failed instead of retried forever (an operator's retry

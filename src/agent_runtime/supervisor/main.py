@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -45,6 +46,7 @@ from agent_runtime._version import version
 from agent_runtime.duration import parse_duration
 from agent_runtime.errors import AgentRuntimeError
 from agent_runtime.localpg.dbsource import database_url
+from agent_runtime.observe import metrics
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import SPAWN_MODES
 from agent_runtime.tools.agent import DEFAULT_AGENT, agents_of
@@ -119,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"several to take several; default {DEFAULT_AGENT})",
     )
     parser.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        help=f"serve Prometheus metrics on http://{metrics.HOST}:PORT/metrics (0: a free "
+        "port, logged; default: none; env METRICS_PORT)",
+    )
+    parser.add_argument(
         "--once",
         action="store_true",
         help="exit once nothing is claimable and no worker is running (a run waiting out a "
@@ -145,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.prune_after is None
             else parse_duration(args.prune_after, option="--prune-after"),
         )
+        port = _metrics_port(args.metrics_port)
         addresses = args.agent or [DEFAULT_AGENT]
         agents = agents_of(addresses)  # a wrong --agent is refused, named, before a claim
         supervisor = Supervisor(
@@ -154,11 +163,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             agents=agents,
             agent_addresses=addresses,
         )
+        # Started before any worker is forked, so that every worker counts its events.
+        endpoint = (
+            None
+            if port is None
+            else metrics.Endpoint(supervisor.url, port, lambda: _pool_counts(supervisor))
+        )
     except AgentRuntimeError as exc:
         log.error("%s error=%r", type(exc).__name__, str(exc))
         return exc.exit_code
     supervisor.install_signals()
-    return supervisor.serve(once=args.once)
+    try:
+        return supervisor.serve(once=args.once)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+
+
+def _metrics_port(flag: str | None) -> int | None:
+    """The port of ``--metrics-port`` (else ``METRICS_PORT``), None when neither is set."""
+    option, raw = ("--metrics-port", flag) if flag is not None else ("METRICS_PORT", None)
+    if raw is None:
+        raw = os.environ.get("METRICS_PORT") or None
+    return None if raw is None else metrics.parse_port(raw, option=option)
+
+
+def _pool_counts(supervisor: Supervisor) -> tuple[int, int]:
+    """(worker processes, the busy ones) now: read in the metrics endpoint's thread, from
+    a copy (a sweep may change the pool meanwhile)."""
+    workers = list(supervisor.workers.values())
+    return len(workers), sum(w.lease is not None for w in workers)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from agent_runtime import config
 from agent_runtime.clients import tls_context
 from agent_runtime.errors import EXIT_DONE, DatabaseError, InvalidRunId
 from agent_runtime.loop.lease import owner_token
+from agent_runtime.observe import metrics
 from agent_runtime.store import db
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.prune import PruneTimer
@@ -208,6 +209,7 @@ class Supervisor:
         limits = {"max_attempts": s.max_attempts, "give_up_after": s.give_up_after}
         for row in db.run(self.conn, "give_up_exhausted", limits):
             log.warning("gave-up run=%s reason=%r", row["id"], row["failure"])
+            metrics.count_give_up()
         self.unserved.maybe_look(self.conn)  # runs of agents it has not: named once each
         self.pruning.maybe_prune(self.conn)  # final runs past --prune-after, once a minute
         free = self.settings.max_workers - len(self.busy)
@@ -226,6 +228,7 @@ class Supervisor:
         )
         started = []
         for row in rows:
+            metrics.count_claim(row["reason"])
             lease = Lease(run_id=row["id"], owner=row["owner"], generation=row["generation"])
             if not self._startable(lease):
                 continue

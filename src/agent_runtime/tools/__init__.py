@@ -3,5 +3,5 @@ client), what an agent is (``agent``), carrying out one journaled call by its co
 (``acting``: intent, call, confirm, and settling a call in doubt), and the seed's
 provisioning agent.
 
-May import: the base modules and ``agent_runtime.store``.
+May import: the base modules, ``agent_runtime.store`` and ``agent_runtime.observe``.
 """

@@ -61,6 +61,7 @@ from agent_runtime.errors import (
     UnusableDecision,
 )
 from agent_runtime.logfmt import brief
+from agent_runtime.observe import tracing
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.journalable import problem
 from agent_runtime.store.records import Decision, Lease, ToolCall
@@ -142,12 +143,15 @@ class Actor:
         first = call is None or call.state == "redo"  # this attempt's start is journaled next
         if call is None:
             self.crash.reached("before_intent", seq)
-            call = self.journal.record_intent(lease, seq, tool.effect, self.bound(tool))
+            with tracing.span("intent", lease.run_id, seq, effect=tool.effect) as span:
+                call = self.journal.record_intent(lease, seq, tool.effect, self.bound(tool))
+                span.set("key", call.idem_key)
         elif call.state == "intent" and call.effect == "once":
             self._park(lease, call, f"tool {tool.name} is 'once' and its call may have acted")
         elif call.state == "redo":
             self.crash.reached("before_intent", seq)
-            call = self.journal.record_redo(lease, call, self.bound(tool))
+            with tracing.span("intent", lease.run_id, seq, key=call.idem_key, redo=True):
+                call = self.journal.record_redo(lease, call, self.bound(tool))
             log.info(
                 "resending run=%s seq=%d key=%s effect=%s",
                 lease.run_id, seq, call.idem_key, "redo ordered by an operator",
@@ -169,12 +173,20 @@ class Actor:
             generation=lease.generation,
             tool_call_id=decision.call_id,
         )
-        state, result = self._attempts(lease, tool, context, args, call, checking=not first)
+        with tracing.span(
+            "call", lease.run_id, seq, key=call.idem_key, effect=call.effect, tool=tool.name
+        ) as span:
+            state, result = self._attempts(lease, tool, context, args, call, checking=not first)
+            span.set("remote_status", result.status)
         state, result = _journalable(lease, tool, seq, state, result)
         self.crash.reached("after_call", seq)
-        confirmed = self.journal.record_confirm(
-            lease, call, result.value, result.status, state=state
-        )
+        with tracing.span(
+            "confirm", lease.run_id, seq, key=call.idem_key, effect=call.effect,
+            remote_status=result.status, state=state,
+        ):  # fmt: skip
+            confirmed = self.journal.record_confirm(
+                lease, call, result.value, result.status, state=state
+            )
         log.info(
             "confirmed run=%s seq=%d key=%s result=%s remote=%s",
             lease.run_id,

@@ -6,7 +6,7 @@ the login for a token (:mod:`.guard`) and the error pages: an
 status that fits (400 bad input, 404 no such run, 409 the run is not in a state for it,
 503 the database), anything else a 500 page with one line (the traceback goes to the log,
 never to the page). Another ASGI app mounts beside the pages in one line
-(``app.mount("/metrics", metrics_app)``).
+(``/metrics`` is mounted so: :func:`agent_runtime.observe.metrics.asgi_app`).
 :func:`serve` binds the socket itself (so a port in use is one line, exit 2) and runs
 uvicorn on it.
 """
@@ -31,6 +31,7 @@ from agent_runtime.errors import (
     RunNotFound,
     RunUnavailable,
 )
+from agent_runtime.observe import metrics
 
 from . import actions, pages
 from .guard import COOKIE, Guard
@@ -66,6 +67,7 @@ def build_app(settings: config.Settings, url: str, guard: Guard | None = None) -
     app.state.dashboard = pages.Dashboard(settings=settings, url=url, guard=guard)
     app.include_router(pages.router)
     app.include_router(actions.router)
+    app.mount("/metrics", metrics.asgi_app(url))  # the journal's counts, behind the token too
 
     @app.middleware("http")
     async def admit(
