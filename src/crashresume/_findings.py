@@ -40,8 +40,10 @@ class Finding:
     rerun_cli: str  # the same from the command line
     repeats: str | None = None  # with repeat=N: "3/20", how many repetitions showed it
 
-    def to_dict(self) -> dict[str, str | None]:
+    def to_dict(self) -> dict[str, str]:
         """The finding as plain JSON-ready data."""
         data = asdict(self)
         data["kind"] = str(self.kind)
+        if self.repeats is None:  # repeat=1: the JSON of a finding is what it always was
+            del data["repeats"]
         return data
