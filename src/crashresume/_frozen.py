@@ -293,7 +293,10 @@ class _ProcessStart:
         while view:
             view = view[os.write(self._sync, view) :]
         data, open_ = self._read(frozen=False)
-        return self._end(data, "finish its input after waking" if open_ else None)
+        life = self._end(data, "finish its input after waking" if open_ else None)
+        if life.timed_out is not None and life.stepping < 0:  # its step records came before
+            life.stepping = self.frozen_step
+        return life
 
     def _read(self, *, frozen: bool) -> tuple[bytes, bool]:
         """Read until the freeze record (``frozen``) or the end of the pipe; True: timed out."""

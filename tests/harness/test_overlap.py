@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,31 @@ def test_bad_scenario_kinds_are_usage_errors_that_say_what_to_write(
 ) -> None:
     with pytest.raises(UsageError, match=advice):
         conform(factory(), list(INPUTS), **options)
+
+
+class HangsWhenSuperseded(Conforming):
+    """Hangs once it sees that someone else finished jobs it has not (only the woken start)."""
+
+    def charge(self, job: str) -> None:
+        super().charge(job)
+        if len(self.store.load().get("done", [])) > len(self.data["done"]) + 1:
+            time.sleep(60)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="process mode needs os.fork")
+def test_a_woken_start_that_hangs_is_killed_and_reported_as_a_timeout(tmp_path: Path) -> None:
+    report = conform(
+        _files(tmp_path, HangsWhenSuperseded),
+        list(INPUTS),
+        mode="process",
+        workers=2,
+        only="run-overlap-before-2",
+        timeout=1.5,
+    )
+
+    [finding] = report.findings
+    assert (finding.kind, finding.scenario) == ("timeout", "run-overlap-before-2")
+    assert finding.message == (
+        "the first run, woken, did not finish its input after waking within 1.5 s and was "
+        "stopped, while stepping input 2 of 3 ('job-2')"
+    )
