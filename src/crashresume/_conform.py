@@ -263,13 +263,22 @@ def _run_plan(
         else:
             roots = [ScenarioRun((i,), chain) for i, chain in enumerate(points)]
             _explore(executor, make_agent, items, roots, crashes, judge, report)
-    if "overlap" in lives.kinds:
-        frozen = points_for(base.calls) if lives.only is None else [lives.only]
+    if "overlap" in lives.kinds and (wanted is None or lives.only is not None):
         if lives.only is not None:
             _check_only(overlap_id(lives.only), (lives.only,), base.calls)
-        explore_overlaps(executor, make_agent, items, frozen, judge, rerun, report,
-                         repeat=lives.repeat, timeout=lives.timeout,
-                         has_state=base.has_state)  # fmt: skip
+        frozen = points_for(base.calls) if lives.only is None else [lives.only]
+        explore_overlaps(
+            executor,
+            make_agent,
+            items,
+            frozen,
+            judge,
+            rerun,
+            report,
+            repeat=lives.repeat,
+            timeout=lives.timeout,
+            has_state=base.has_state,
+        )
     return report
 
 

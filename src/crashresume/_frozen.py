@@ -124,8 +124,9 @@ class _ThreadStart:
 
         def start() -> None:
             try:
-                life = live(factory, inputs, ctx, restart=False, baseline=False,
-                            on_step=ctx.end_after_input)  # fmt: skip
+                life = live(
+                    factory, inputs, ctx, restart=False, baseline=False, on_step=ctx.end_after_input
+                )
                 self._outcome.append(life)
             except BaseException as exc:  # re-raised on the harness's thread
                 self._outcome.append(exc)
@@ -221,14 +222,20 @@ def _read_exactly(fd: int) -> bytes:
 
 
 def _frozen_child(
-    factory: Factory, inputs: Sequence[Any], run_id: str, log: ScenarioLog, point: Point,
-    fd: int, sync_fd: int,
-) -> NoReturn:  # fmt: skip
+    factory: Factory,
+    inputs: Sequence[Any],
+    run_id: str,
+    log: ScenarioLog,
+    point: Point,
+    fd: int,
+    sync_fd: int,
+) -> NoReturn:
     status = 0
     try:
         ctx = _FrozenForkedContext(run_id, log, point, fd, sync_fd)
-        life = live(factory, inputs, ctx, restart=False, baseline=False,
-                    on_step=ctx.end_after_input)  # fmt: skip
+        life = live(
+            factory, inputs, ctx, restart=False, baseline=False, on_step=ctx.end_after_input
+        )
         _send(fd, ("end", life))
     except CrashResumeError as exc:
         _send(fd, ("raise", exc))

@@ -177,8 +177,9 @@ def _judge(
     if overlap is not None:
         findings.append(make_finding(rerun, FindingKind.OVERLAP, run.sid, overlap))
     if run.observed is not None and run.observed.error is not None:
-        notes.append(f"{run.sid}: the start that read state() at the end raised: "
-                     f"{run.observed.error}")  # fmt: skip
+        notes.append(
+            f"{run.sid}: the start that read state() at the end raised: {run.observed.error}"
+        )
     return findings, notes
 
 
@@ -207,8 +208,15 @@ def explore_overlaps(
             run = _run(executor, factory, items, sid, point, timeout, has_state)
             findings, said = _judge(judge, rerun, run, items)
             notes = [note.replace(sid, scenario) for note in said]
-            outcomes.append(Outcome(order=(_ORDER, index), rep=rep, scenario=scenario,
-                                    findings=findings, notes=notes))  # fmt: skip
+            outcomes.append(
+                Outcome(
+                    order=(_ORDER, index),
+                    rep=rep,
+                    scenario=scenario,
+                    findings=findings,
+                    notes=notes,
+                )
+            )
     if repeat > 1:
         add_tally(report, rerun, outcomes)
         return

@@ -74,8 +74,9 @@ def explore_repeated(
     def done(run: RepeatedRun) -> list[RepeatedRun]:
         findings = judge.scenario(run.sid, run.lives, run.log)
         notes = [note.replace(run.sid, run.base) for note in run.notes()]
-        outcomes.append(Outcome(order=run.order, rep=run.rep, scenario=run.base,
-                                findings=findings, notes=notes))  # fmt: skip
+        outcomes.append(
+            Outcome(order=run.order, rep=run.rep, scenario=run.base, findings=findings, notes=notes)
+        )
         if not run.complete or len(run.points) >= crashes:
             return []
         return [

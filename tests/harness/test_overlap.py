@@ -14,8 +14,13 @@ from crashresume._selftest import INPUTS, Conforming, Fencing, FileStore
 
 from .subjects import UnkeyedAgent, at, expect, factory
 
-MODES = ["inprocess", pytest.param("process", marks=pytest.mark.skipif(
-    not hasattr(os, "fork"), reason="process mode needs os.fork"))]  # fmt: skip
+MODES = [
+    "inprocess",
+    pytest.param(
+        "process",
+        marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="process mode needs os.fork"),
+    ),
+]
 STALE = {"run-overlap-before-1", "run-overlap-1", "run-overlap-before-2", "run-overlap-2"}
 
 
@@ -47,8 +52,9 @@ def test_a_woken_start_that_does_not_fence_is_reported_with_who_did_what_in_orde
         "{'done': ['job-1', 'job-2']} once the woken run finished: it overwrote what its "
         "restart had written"
     )
-    assert finding.rerun.endswith("only='run-overlap-before-2'" + (
-        ", mode='process')" if mode == "process" else ")"))  # fmt: skip
+    assert finding.rerun.endswith(
+        "only='run-overlap-before-2'" + (", mode='process')" if mode == "process" else ")")
+    )
     assert "froze right before effect call 2, its restart ran" in str(report)
 
 
@@ -157,3 +163,10 @@ def test_a_woken_start_that_hangs_is_killed_and_reported_as_a_timeout(tmp_path: 
         "the first run, woken, did not finish its input after waking within 1.5 s and was "
         "stopped, while stepping input 2 of 3 ('job-2')"
     )
+
+
+def test_only_the_baselines_runs_no_overlap_scenario_either() -> None:
+    report = conform(factory(), list(INPUTS), scenarios=["crash", "overlap"], only="run")
+
+    assert report.scenarios == []
+    assert report.passed
