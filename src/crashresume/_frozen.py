@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn, Protocol
 
-from crashresume._context import Context, ScenarioLog, stop_running
+from crashresume._context import Context, ScenarioLog, resume_running, stop_running
 from crashresume._errors import CrashResumeError, IsolationError
 from crashresume._forked import _HEADER, Child, _ForkedContext, _records, _send, collect
 from crashresume._runner import Factory, Life, LifeSpec, describe_exception, live
@@ -97,6 +97,7 @@ class _FrozenContext(Context):
         self.bell.set()
         self.wake.wait()
         self.woken = True  # the effect call goes ahead from here
+        resume_running(self)  # for threads it starts now (its restart's start has ended)
 
     def end_after_input(self, index: int) -> None:
         """``on_step``: once woken, the start steps nothing past the input it froze in."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crashresume import Context, UsageError, conform
+from crashresume import Context, UsageError, conform, current_context
 from crashresume._selftest import INPUTS, Conforming, Fencing, FileStore
 
 from .subjects import UnkeyedAgent, at, expect, factory
@@ -170,3 +171,33 @@ def test_only_the_baselines_runs_no_overlap_scenario_either() -> None:
 
     assert report.scenarios == []
     assert report.passed
+
+
+class ThreadedMailer(UnkeyedAgent):
+    """Charges, then emails from a thread of its own that finds the start by current_context()."""
+
+    def step(self, job: str) -> None:
+        if job in self.done:
+            return
+        self.charge(job)
+        sent: list[object] = []
+        worker = threading.Thread(target=lambda: sent.append(self.email(job)))
+        worker.start()
+        worker.join()
+        if not sent:
+            raise RuntimeError("the email thread found no running start")
+        self.done.add(job)
+        self.store.save("done", self.done)
+
+    @staticmethod
+    def email(job: str) -> object:
+        ctx = current_context()
+        return None if ctx is None else ctx.effect("email", job)
+
+
+def test_threads_the_woken_start_starts_in_process_still_find_it() -> None:
+    report = conform(factory(ThreadedMailer), list(INPUTS), only="run-overlap-1")
+
+    overlap = {str(f.kind): f.message for f in report.findings}
+    assert "the first run, woken, made email('job-1')" in overlap["overlap"]
+    assert "email('job-1') happened 2 times" in overlap["duplicate_effect"]
