@@ -288,7 +288,11 @@ class _ProcessStart:
         frozen = next((r for r in _records(data) if r[0] == "freeze"), None)
         if frozen is None:  # it ended (or hung) before reaching the point
             return self._end(data, "reach its freeze point" if open_ else None)
-        os.waitpid(pid, os.WUNTRACED)  # it stops itself right after the record
+        _, status = os.waitpid(pid, os.WUNTRACED)  # it stops itself right after the record
+        if not os.WIFSTOPPED(status):  # killed from outside in between: it is just dead
+            self._pid = 0
+            self._close_pipes()
+            return self._collect(data, status)
         self.frozen_step = frozen[2]
         self._collect(data, 0)  # what it did before freezing is part of the world now
         return None
@@ -296,10 +300,10 @@ class _ProcessStart:
     def wake(self) -> Life:
         os.kill(self._pid, signal.SIGCONT)
         payload = pickle.dumps((self._log.performed, self._log.remote))
-        os.write(self._sync, _HEADER.pack(len(payload)))
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(self._sync, view) :]
+        view = memoryview(_HEADER.pack(len(payload)) + payload)
+        with contextlib.suppress(BrokenPipeError):  # it died meanwhile: read how, below
+            while view:
+                view = view[os.write(self._sync, view) :]
         data, open_ = self._read(frozen=False)
         life = self._end(data, "finish its input after waking" if open_ else None)
         if life.timed_out is not None and life.stepping < 0:  # its step records came before
