@@ -12,13 +12,17 @@ from crashresume._errors import BaselineError, UsageError
 from crashresume._findings import FindingKind
 from crashresume._hypothesis import PROFILE_DATABASE, explore_hypothesis
 from crashresume._judge import Judge, hang_message, make_finding
+from crashresume._overlap import DEFAULT_KINDS, explore_overlaps, scenario_kinds
 from crashresume._plan import Executor, ScenarioRun, SerialExecutor
 from crashresume._progress import Progress
+from crashresume._repeat import explore_repeated
 from crashresume._report import Report, Rerun
 from crashresume._scenarios import (
     BASELINE_ID,
     REPEAT_ID,
     Point,
+    overlap_id,
+    parse_overlap_id,
     parse_scenario_id,
     points_for,
 )
@@ -96,6 +100,8 @@ def conform(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     seed: int | None = None,
     database: Any = PROFILE_DATABASE,
+    scenarios: Iterable[str] | str = DEFAULT_KINDS,
+    repeat: int = 1,
 ) -> Report:
     """Crash the subject at every side-effect boundary, restart it, and report what went wrong.
 
@@ -110,6 +116,11 @@ def conform(
     stopped and reported as ``timeout``. ``workers=N`` runs N scenarios side by side
     (``mode="process"``). ``explore="hypothesis"`` draws ``max_examples`` crash schedules
     of up to ``crashes`` (default 5) crashes each and shrinks a failing one.
+
+    ``scenarios=["crash", "overlap"]`` also freezes the first start at every boundary
+    instead of killing it, runs its restart, then wakes it (``run-overlap-<k>``): a start
+    that acts or writes after it lost the run is reported as ``overlap``. ``repeat=N`` runs
+    every scenario N times, for races; each finding says how many of the N showed it.
     """
     with quiet_thread_deaths():
         return _conform(
@@ -124,6 +135,8 @@ def conform(
             max_examples=max_examples,
             seed=seed,
             database=database,
+            scenarios=scenarios,
+            repeat=repeat,
         )
 
 
@@ -140,9 +153,20 @@ def _conform(
     max_examples: int,
     seed: int | None,
     database: Any,
+    scenarios: Iterable[str] | str,
+    repeat: int,
 ) -> Report:
     items = _check_arguments(make_agent, inputs, crashes, timeout)
     _positive_int("workers", workers, "use 1 (serial) or more scenarios at a time")
+    kinds = scenario_kinds(scenarios)
+    _positive_int(
+        "repeat", repeat, "run each scenario 1 (default) or more times, e.g. repeat=20 for a race"
+    )
+    if explore == "hypothesis" and (repeat != 1 or kinds != DEFAULT_KINDS):
+        raise UsageError(
+            "repeat= and scenarios= shape the exhaustive plan; Hypothesis draws crash "
+            "schedules of its own: drop explore='hypothesis' to use them"
+        )
     if explore not in EXPLORERS:
         raise UsageError(f"explore={explore!r}: use one of {', '.join(map(repr, EXPLORERS))}")
     if explore == "hypothesis" and only is not None:
@@ -150,6 +174,11 @@ def _conform(
             "only= reruns one scenario of the exhaustive plan; drop explore='hypothesis' to "
             "rerun the schedule Hypothesis found"
         )
+    frozen = parse_overlap_id(only)
+    if frozen is not None:
+        kinds, only, overlap_only = ("overlap",), "run", frozen  # the baselines, then it
+    else:
+        overlap_only = None
     wanted = None if only is None else parse_scenario_id(only)
     executor = _executor(mode, workers, timeout)
     try:
@@ -164,6 +193,7 @@ def _conform(
             max_examples=max_examples,
             seed=seed,
             database=database,
+            lives=_Lives(kinds, repeat, timeout, overlap_only),
         )
     finally:
         executor.close()
@@ -181,8 +211,9 @@ def _run_plan(
     max_examples: int,
     seed: int | None,
     database: Any,
+    lives: _Lives,
 ) -> Report:
-    rerun = Rerun(make_agent, items, executor.mode)
+    rerun = Rerun(make_agent, items, executor.mode, lives.repeat)
     base_run = ScenarioRun((), (), sid=BASELINE_ID)
     repeat_run = ScenarioRun((), (), sid=REPEAT_ID)
     executor.execute(make_agent, items, [base_run, repeat_run], lambda run: ())
@@ -196,6 +227,7 @@ def _run_plan(
         crashes=crashes if wanted is None else max(len(wanted), 1),
         baseline_effects=base.calls,
         explore=explore,
+        repeat=lives.repeat,
     )
     if _baselines_hung(report, rerun, items, base_run, repeat_run):
         return report
@@ -218,14 +250,46 @@ def _run_plan(
             executor, make_agent, items, judge, report, crashes, max_examples, seed, database
         )
         return dataclasses.replace(report, seed=used, examples=examples)
+    points: list[tuple[Point, ...]] = [(point,) for point in points_for(base.calls)]
     if wanted is not None:
         if wanted:
             _check_only(only, wanted, base.calls)
-            _explore(executor, make_agent, items, [ScenarioRun((0,), wanted)], 0, judge, report)
-        return report
-    roots = [ScenarioRun((i,), (point,)) for i, point in enumerate(points_for(base.calls))]
-    _explore(executor, make_agent, items, roots, crashes, judge, report)
+        points, crashes = [wanted] if wanted else [], 0
+    if "crash" in lives.kinds and points:
+        if lives.repeat > 1:
+            explore_repeated(
+                executor, make_agent, items, points, crashes, judge, rerun, report, lives.repeat
+            )
+        else:
+            roots = [ScenarioRun((i,), chain) for i, chain in enumerate(points)]
+            _explore(executor, make_agent, items, roots, crashes, judge, report)
+    if "overlap" in lives.kinds and (wanted is None or lives.only is not None):
+        if lives.only is not None:
+            _check_only(overlap_id(lives.only), (lives.only,), base.calls)
+        frozen = points_for(base.calls) if lives.only is None else [lives.only]
+        explore_overlaps(
+            executor,
+            make_agent,
+            items,
+            frozen,
+            judge,
+            rerun,
+            report,
+            repeat=lives.repeat,
+            timeout=lives.timeout,
+            has_state=base.has_state,
+        )
     return report
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Lives:
+    """How lives are arranged: which scenario kinds, how often each, the overlap to rerun."""
+
+    kinds: tuple[str, ...]
+    repeat: int
+    timeout: float | None
+    only: Point | None  # only= named this overlap scenario
 
 
 def _baselines_hung(

@@ -83,6 +83,12 @@ def running(ctx: Context) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+def resume_running(ctx: Context) -> None:
+    """``ctx`` is the process's running start again: an overlap scenario's start, woken."""
+    global _RUNNING
+    _RUNNING = ctx
+
+
 def stop_running(ctx: Context) -> None:
     """``ctx`` is no longer the process's running start (a no-op when a newer start is)."""
     global _RUNNING

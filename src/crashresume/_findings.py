@@ -25,6 +25,8 @@ class FindingKind(enum.StrEnum):
     TIMEOUT = "timeout"
     # the two crash-free baselines differ, so no crash scenario can be judged
     NONDETERMINISTIC_BASELINE = "nondeterministic_baseline"
+    # an old start woken after its restart ran acted or wrote anyway (no fencing; _overlap)
+    OVERLAP = "overlap"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,9 +38,12 @@ class Finding:
     message: str  # what differed, in one line
     rerun: str  # the Python call that reruns only this scenario
     rerun_cli: str  # the same from the command line
+    repeats: str | None = None  # with repeat=N: "3/20", how many repetitions showed it
 
     def to_dict(self) -> dict[str, str]:
         """The finding as plain JSON-ready data."""
         data = asdict(self)
         data["kind"] = str(self.kind)
+        if self.repeats is None:  # repeat=1: the JSON of a finding is what it always was
+            del data["repeats"]
         return data

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crashresume._findings import Finding, FindingKind
-from crashresume._scenarios import describe_points, parse_scenario_id
+from crashresume._scenarios import (
+    describe_overlap,
+    describe_points,
+    parse_overlap_id,
+    parse_scenario_id,
+)
 
 SHOWN_PER_KIND = 5  # findings of one kind printed in full by str(report); the rest are counted
 _MAX_PYTHON_INPUTS = 120  # characters of repr(inputs) a rerun hint spells out
@@ -18,14 +23,17 @@ _MAX_CLI_INPUTS = 200  # characters of quoted inputs a CLI rerun hint spells out
 ID_LEGEND = (
     "scenario ids: run = the crash-free baseline; run-<k> = died right after effect call k; "
     "run-before-<k> = died right before effect call k; '-then-' chains a crash in the resumed "
-    "run, whose effect calls are counted from 1 again"
+    "run, whose effect calls are counted from 1 again; run-overlap-<k> (-before-<k>) = the first "
+    "run froze right after (before) effect call k, its restart ran, then it woke"
 )
 
 
 class Rerun:
     """Builds the 'rerun just this scenario' lines for one ``conform`` call."""
 
-    def __init__(self, factory: Callable[..., Any], inputs: Sequence[Any], mode: str) -> None:
+    def __init__(
+        self, factory: Callable[..., Any], inputs: Sequence[Any], mode: str, repeat: int = 1
+    ) -> None:
         name = getattr(factory, "__name__", "")
         self.name = name if name.isidentifier() else "make_agent"
         spelled = repr(list(inputs))
@@ -33,6 +41,9 @@ class Rerun:
         self._note = "" if self._inputs == spelled else f"  # the same {len(inputs)} inputs"
         self._mode = "" if mode == "inprocess" else f", mode={mode!r}"
         self._cli_mode = "" if mode == "inprocess" else f" --mode {mode}"
+        if repeat > 1:  # a finding of a race needs the repetitions to show again
+            self._mode += f", repeat={repeat}"
+            self._cli_mode += f" --repeat {repeat}"
         module = getattr(factory, "__module__", None)
         qualname = getattr(factory, "__qualname__", "")
         importable = bool(module) and module != "__main__" and "<" not in qualname and qualname
@@ -72,6 +83,7 @@ class Report:
     explore: str = "exhaustive"  # "exhaustive" (the plan) or "hypothesis" (drawn schedules)
     seed: int | None = None  # the Hypothesis seed (explore="hypothesis" only)
     examples: int | None = None  # schedules Hypothesis ran (explore="hypothesis" only)
+    repeat: int = 1  # times each scenario ran (repeat=N); findings then carry their count
     scenarios: list[str] = field(default_factory=list)  # ids of the crash scenarios run
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things worth knowing that are not findings
@@ -97,6 +109,7 @@ class Report:
             "explore": self.explore,
             "seed": self.seed,
             "examples": self.examples,
+            "repeat": self.repeat,
             "scenarios": list(self.scenarios),
             "findings": [finding.to_dict() for finding in self.findings],
             "notes": list(self.notes),
@@ -108,7 +121,7 @@ class Report:
 
     def _search(self) -> str:
         if self.explore == "exhaustive":
-            return ""
+            return "" if self.repeat == 1 else f", repeat={self.repeat}"
         return f", explore={self.explore} seed={self.seed} examples={self.examples}"
 
     def __str__(self) -> str:
@@ -130,7 +143,8 @@ class Report:
             lines.append("")
             lines.append(f"{kind}: {_plural(len(group), 'scenario')}")
             for finding in group[:SHOWN_PER_KIND]:
-                lines.append(f"  {finding.scenario} ({_describe(finding.scenario)}):")
+                seen = f", in {finding.repeats} runs" if finding.repeats else ""
+                lines.append(f"  {finding.scenario} ({_describe(finding.scenario)}){seen}:")
                 lines.append(f"    {finding.message}")
                 lines.append(f"    rerun: {finding.rerun}")
                 lines.append(f"    cli:   {finding.rerun_cli}")
@@ -151,6 +165,9 @@ class Report:
 
 
 def _describe(scenario: str) -> str:
+    frozen = parse_overlap_id(scenario)
+    if frozen is not None:
+        return describe_overlap(frozen)
     points = parse_scenario_id(scenario)
     return describe_points(points) if points else "the crash-free baseline"
 

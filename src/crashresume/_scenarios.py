@@ -85,3 +85,29 @@ def describe_points(points: Iterable[Point]) -> str:
         where = "the first run" if life == 0 else f"resume {life}"
         words.append(f"{where} died {point.describe()}")
     return ", then ".join(words) if words else "no crash"
+
+
+# Overlapping lives (``_overlap``): the first start is frozen at a point, not killed.
+OVERLAP_PREFIX = BASELINE_ID + "-overlap-"
+_OVERLAP_PATTERN = re.compile(r"run-overlap-(before-)?([1-9][0-9]*)")
+
+
+def overlap_id(point: Point) -> str:
+    """``run-overlap-<k>`` (frozen right after call k) or ``run-overlap-before-<k>``."""
+    return OVERLAP_PREFIX + point.label
+
+
+def parse_overlap_id(text: object) -> Point | None:
+    """The freeze point an overlap scenario id names, or None for any other text."""
+    found = _OVERLAP_PATTERN.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        return None
+    return Point(call=int(found[2]), before=found[1] is not None)
+
+
+def describe_overlap(point: Point) -> str:
+    """Plain words for an overlap scenario, e.g. for a report line."""
+    return (
+        f"the first run froze {point.describe()}, its restart ran, then the first run woke "
+        "and finished its input"
+    )

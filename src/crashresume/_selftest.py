@@ -23,6 +23,8 @@ from crashresume._errors import CrashResumeError
 INPUTS = ("job-1", "job-2", "job-3")
 AFTER = ("run-1", "run-2", "run-3")  # died right after the effect of job-k
 BEFORE = ("run-before-1", "run-before-2", "run-before-3")  # died right before it
+# froze right before / after the effect of job-1, then job-2, then job-3
+OVERLAP = tuple(f"run-overlap-{e}{k}" for k in (1, 2, 3) for e in ("before-", ""))
 
 
 class FileStore:
@@ -144,6 +146,38 @@ class RefusesToResume(Conforming):
         self.store.save(self.data)
 
 
+class LeaseLost(Exception):
+    """A newer start took the run over: this one must stop."""
+
+
+class Fencing(Conforming):
+    """Takes the run over at every start (a generation in its store) and checks it is still
+    the owner before every write, so a start woken after its restart ran changes nothing.
+
+    A file cannot check and write in one step; a database does both in one conditional
+    ``UPDATE ... WHERE generation = %s``.
+    """
+
+    def __init__(self, ctx: Context, store: FileStore) -> None:
+        super().__init__(ctx, store)
+        self.generation = self.data.get("generation", 0) + 1
+        self.data["generation"] = self.generation
+        store.save(self.data)
+
+    def step(self, job: str) -> None:
+        if job in self.data["done"]:
+            return
+        self.charge(job)
+        owner = self.store.load().get("generation")
+        if owner != self.generation:
+            raise LeaseLost(f"generation {owner} owns the run now, not {self.generation}")
+        self.data["done"].append(job)
+        self.store.save(self.data)
+
+    def state(self) -> dict[str, Any]:
+        return {"done": self.store.load().get("done", [])}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Case:
     """One selftest subject and the exact (scenario, kind) findings it must produce."""
@@ -151,6 +185,7 @@ class Case:
     name: str
     subject: Callable[[Context, FileStore], Any]
     expected: frozenset[tuple[str, str]]
+    scenarios: tuple[str, ...] = ("crash",)  # conform's scenario kinds for this case
 
 
 def _expect(kind: str, scenarios: Iterable[str]) -> frozenset[tuple[str, str]]:
@@ -193,6 +228,20 @@ CASES = (
         subject=RefusesToResume,
         expected=_expect("resume_crashed", AFTER + BEFORE),
     ),
+    Case(
+        # The conforming subject again, now with its old start woken after its restart ran:
+        # it saves its stale progress over the restart's (the last job heals it).
+        name="no fencing, old start woken",
+        subject=Conforming,
+        scenarios=("crash", "overlap"),
+        expected=_expect("overlap", OVERLAP[:4]),
+    ),
+    Case(
+        name="fences with a generation",
+        subject=Fencing,
+        scenarios=("crash", "overlap"),
+        expected=frozenset(),
+    ),
 )
 
 
@@ -213,7 +262,7 @@ def _found(case: Case, mode: str) -> frozenset[tuple[str, str]] | str:
             return case.subject(ctx, FileStore(Path(folder) / f"{ctx.run_id}.json"))
 
         try:
-            report = conform(make_agent, inputs=list(INPUTS), mode=mode)
+            report = conform(make_agent, inputs=list(INPUTS), mode=mode, scenarios=case.scenarios)
         except CrashResumeError as exc:
             return f"{type(exc).__name__}: {exc}"
     return frozenset((finding.scenario, str(finding.kind)) for finding in report.findings)

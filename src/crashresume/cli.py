@@ -5,6 +5,7 @@ crashresume --version
 crashresume check MODULE:FACTORY --inputs A B C [--mode process] [--crashes 2]
                   [--only SCENARIO] [--json PATH] [--timeout S] [--workers N]
                   [--explore hypothesis] [--max-examples N] [--seed N]
+                  [--scenarios crash overlap] [--repeat N]
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ exit status:
   4  not judged: the crash-free baseline raised, or process mode failed
 
 scenario ids: run-<k> dies right after effect call k, run-before-<k> right before it;
-'-then-' chains a crash during the recovery (crashes=2), e.g. run-3-then-before-1.
+'-then-' chains a crash during the recovery (crashes=2), e.g. run-3-then-before-1;
+run-overlap-<k> (run-overlap-before-<k>) freezes the first run there instead, runs its
+restart, then wakes it (--scenarios overlap).
 """
 
 
@@ -110,6 +113,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--max-examples", type=int, default=100, metavar="N", help="(hypothesis)")
     check.add_argument("--seed", type=int, metavar="N", help="the Hypothesis seed")
+    check.add_argument(
+        "--scenarios",
+        nargs="+",
+        choices=("crash", "overlap"),
+        default=["crash"],
+        metavar="KIND",
+        help="crash (die at each boundary, restart; the default) and/or overlap (freeze the "
+        "first run at each boundary, run its restart, then wake it)",
+    )
+    check.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run every scenario N times (for races); findings say in how many they showed",
+    )
     return parser
 
 
@@ -155,6 +174,8 @@ def _check(options: argparse.Namespace, mode: str) -> int:
         explore=options.explore,
         max_examples=options.max_examples,
         seed=options.seed,
+        scenarios=options.scenarios,
+        repeat=options.repeat,
     )
     if options.json == "-":  # stdout is for the JSON alone, so that `| jq` works
         print(report, file=sys.stderr)

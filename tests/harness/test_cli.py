@@ -70,7 +70,7 @@ def test_selftest_exits_0_and_prints_one_verdict_per_subject(
     assert out.startswith("crashresume selftest: mode=inprocess, inputs job-1 job-2 job-3\n")
     assert "ok        fresh key per attempt\n          expects duplicate_effect in run-1" in out
     assert out.count("\nok ") == len(_selftest.CASES)
-    assert out.endswith("7 subjects: every finding where expected and nowhere else\n")
+    assert out.endswith("9 subjects: every finding where expected and nowhere else\n")
 
 
 def test_selftest_exits_3_when_an_expected_finding_is_missing(
@@ -155,6 +155,8 @@ def test_check_exits_1_with_findings_whose_cli_rerun_line_reproduces_one_scenari
         ([], "give either --selftest or the check command"),
         (["--selftest", "check", "{m}:make_agent", "--inputs", "a"], "give either"),
         (["check", "{m}:make_agent"], "the following arguments are required: --inputs"),
+        (["check", "{m}:make_agent", "--inputs", "a", "--repeat", "0"], "repeat=0: run each"),
+        (["check", "{m}:make_agent", "--inputs", "a", "--scenarios", "nap"], "invalid choice"),
     ],
     ids=[
         "no-colon",
@@ -166,6 +168,8 @@ def test_check_exits_1_with_findings_whose_cli_rerun_line_reproduces_one_scenari
         "no-command",
         "both",
         "no-inputs",
+        "repeat-0",
+        "bad-scenario-kind",
     ],
 )
 def test_usage_errors_exit_2_and_say_what_is_wrong(
@@ -245,3 +249,39 @@ def test_check_passes_timeout_workers_and_explore_through(
     assert drawn["explore"] == "hypothesis"
     assert drawn["seed"] == 7
     assert drawn["findings"][0]["kind"] == "duplicate_effect"
+
+
+def test_check_repeat_counts_each_finding_and_its_rerun_repeats_too(
+    agents: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["check", f"{agents}:make_unkeyed", "--inputs", "a", "--repeat", "3", "--json", "-"]
+    assert cli.main(args) == cli.EXIT_FINDINGS
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["repeat"] == 3
+    assert report["scenarios"] == ["run-before-1", "run-1"]
+    [finding] = report["findings"]
+    assert (finding["scenario"], finding["kind"], finding["repeats"]) == (
+        "run-1",
+        "duplicate_effect",
+        "3/3",
+    )
+    assert finding["rerun_cli"].endswith("--only run-1 --repeat 3")
+
+
+def test_check_scenarios_overlap_runs_the_overlap_scenarios_alone(
+    agents: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["check", f"{agents}:make_unkeyed", "--inputs", "a", "--scenarios", "overlap"]
+    args += ["--json", "-"]
+    assert cli.main(args) == cli.EXIT_FINDINGS
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["scenarios"] == ["run-overlap-before-1", "run-overlap-1"]
+    # Frozen before its unkeyed send, the old start sends it again once woken; frozen
+    # after it, its restart sends it again, as after a crash there.
+    assert {(f["scenario"], f["kind"]) for f in report["findings"]} == {
+        ("run-overlap-before-1", "duplicate_effect"),
+        ("run-overlap-before-1", "overlap"),
+        ("run-overlap-1", "duplicate_effect"),
+    }

@@ -31,7 +31,12 @@ def selftest_factory(case: Case, tmp_path: Path) -> Any:
     return make_agent
 
 
-BROKEN = [case for case in CASES if case.expected and case.name != "random id in the arguments"]
+# Crash bugs only: Hypothesis draws crash schedules, never overlapping lives.
+BROKEN = [
+    case
+    for case in CASES
+    if case.expected and case.name != "random id in the arguments" and case.scenarios == ("crash",)
+]
 
 
 @pytest.mark.parametrize("case", BROKEN, ids=[case.subject.__name__ for case in BROKEN])

@@ -100,6 +100,35 @@ def test_the_conform_fixture_passes_options_through(pytester: pytest.Pytester) -
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
+def test_the_conform_fixture_takes_repeat_and_scenarios_and_fails_with_their_counts(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(agents=AGENTS)
+    pytester.makepyfile(
+        """
+        from agents import Unkeyed, factory
+
+        def test_agent_is_crash_safe(conform):
+            conform(factory(Unkeyed), inputs=["a"], repeat=3, scenarios=["crash", "overlap"])
+        """
+    )
+
+    result = pytester.runpytest("-p", "no:cacheprovider")
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "crashresume: FAILED: make_agent over 1 input, 4 findings in 4 crash scenarios*"
+            "repeat=3)",
+            "duplicate_effect: 3 scenarios",
+            "  run-1 (the first run died right after effect call 1), in 3/3 runs:",
+            "    rerun: conform(make_agent, inputs=['a'], only='run-1', repeat=3)",
+            "overlap: 1 scenario",
+            "  run-overlap-before-1 (the first run froze right before effect call 1, *), in 3/3*",
+        ]
+    )
+
+
 def test_the_plugin_is_registered_through_its_entry_point(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--fixtures", "-p", "no:cacheprovider")
 
