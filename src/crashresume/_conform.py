@@ -9,12 +9,15 @@ from typing import Any
 
 from crashresume._context import Context
 from crashresume._errors import BaselineError, UsageError
+from crashresume._faultplan import check_faults, fault_runs, run_faults, wanted_fault
+from crashresume._faults import parse_fault_id
 from crashresume._findings import FindingKind
 from crashresume._hypothesis import PROFILE_DATABASE, explore_hypothesis
 from crashresume._judge import Judge, hang_message, make_finding
 from crashresume._plan import Executor, ScenarioRun, SerialExecutor
 from crashresume._progress import Progress
 from crashresume._report import Report, Rerun
+from crashresume._rules import Rule, check_rules, make_judge
 from crashresume._scenarios import (
     BASELINE_ID,
     REPEAT_ID,
@@ -96,6 +99,9 @@ def conform(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     seed: int | None = None,
     database: Any = PROFILE_DATABASE,
+    faults: Iterable[str] | None = None,
+    expect: Any = None,
+    at_most_once: Iterable[str] | None = None,
 ) -> Report:
     """Crash the subject at every side-effect boundary, restart it, and report what went wrong.
 
@@ -110,6 +116,12 @@ def conform(
     stopped and reported as ``timeout``. ``workers=N`` runs N scenarios side by side
     (``mode="process"``). ``explore="hypothesis"`` draws ``max_examples`` crash schedules
     of up to ``crashes`` (default 5) crashes each and shrinks a failing one.
+
+    ``faults=["lost", "fail", "slow", "rate_limited", "malformed"]`` (any of them) also runs,
+    for every effect call k, a scenario ``run-<fault>-<k>`` where that call meets the fault and
+    the subject's own retry path runs (see ``_faults``). ``expect={"send_invoice": 3}`` (or a
+    callable over the effect log) and ``at_most_once=["charge"]`` are absolute rules, checked
+    in the baseline too: a bug in every run is reported, which a baseline comparison cannot.
     """
     with quiet_thread_deaths():
         return _conform(
@@ -124,6 +136,9 @@ def conform(
             max_examples=max_examples,
             seed=seed,
             database=database,
+            faults=faults,
+            expect=expect,
+            at_most_once=at_most_once,
         )
 
 
@@ -140,8 +155,13 @@ def _conform(
     max_examples: int,
     seed: int | None,
     database: Any,
+    faults: Any,
+    expect: Any,
+    at_most_once: Any,
 ) -> Report:
     items = _check_arguments(make_agent, inputs, crashes, timeout)
+    kinds = check_faults(faults)
+    rules = check_rules(expect, at_most_once)
     _positive_int("workers", workers, "use 1 (serial) or more scenarios at a time")
     if explore not in EXPLORERS:
         raise UsageError(f"explore={explore!r}: use one of {', '.join(map(repr, EXPLORERS))}")
@@ -150,7 +170,8 @@ def _conform(
             "only= reruns one scenario of the exhaustive plan; drop explore='hypothesis' to "
             "rerun the schedule Hypothesis found"
         )
-    wanted = None if only is None else parse_scenario_id(only)
+    fault_only = parse_fault_id(only) is not None
+    wanted = None if only is None else () if fault_only else parse_scenario_id(only)
     executor = _executor(mode, workers, timeout)
     try:
         return _run_plan(
@@ -164,6 +185,8 @@ def _conform(
             max_examples=max_examples,
             seed=seed,
             database=database,
+            faults=kinds,
+            rules=rules,
         )
     finally:
         executor.close()
@@ -181,6 +204,8 @@ def _run_plan(
     max_examples: int,
     seed: int | None,
     database: Any,
+    faults: tuple[str, ...] = (),
+    rules: tuple[Rule, ...] | None = None,
 ) -> Report:
     rerun = Rerun(make_agent, items, executor.mode)
     base_run = ScenarioRun((), (), sid=BASELINE_ID)
@@ -199,7 +224,7 @@ def _run_plan(
     )
     if _baselines_hung(report, rerun, items, base_run, repeat_run):
         return report
-    judge = Judge(base, base_run.log, rerun, items)
+    judge = make_judge(rules, base, base_run.log, rerun, items)
     report.findings.extend(judge.baselines(repeat, repeat_run.log))
     if FindingKind.NONDETERMINISTIC_BASELINE in report.kinds():
         report.notes.append("crash scenarios were skipped: the baseline is not deterministic")
@@ -222,9 +247,15 @@ def _run_plan(
         if wanted:
             _check_only(only, wanted, base.calls)
             _explore(executor, make_agent, items, [ScenarioRun((0,), wanted)], 0, judge, report)
+        fault = wanted_fault(only, base.calls)
+        if fault is not None:
+            runs = fault_runs([fault.kind], base.calls)[fault.call - 1 : fault.call]
+            run_faults(executor, make_agent, items, runs, judge, report)
         return report
     roots = [ScenarioRun((i,), (point,)) for i, point in enumerate(points_for(base.calls))]
     _explore(executor, make_agent, items, roots, crashes, judge, report)
+    if faults:
+        run_faults(executor, make_agent, items, fault_runs(faults, base.calls), judge, report)
     return report
 
 

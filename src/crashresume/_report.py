@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crashresume._faults import describe_fault_id
 from crashresume._findings import Finding, FindingKind
 from crashresume._scenarios import describe_points, parse_scenario_id
 
@@ -18,7 +19,8 @@ _MAX_CLI_INPUTS = 200  # characters of quoted inputs a CLI rerun hint spells out
 ID_LEGEND = (
     "scenario ids: run = the crash-free baseline; run-<k> = died right after effect call k; "
     "run-before-<k> = died right before effect call k; '-then-' chains a crash in the resumed "
-    "run, whose effect calls are counted from 1 again"
+    "run, whose effect calls are counted from 1 again; run-<fault>-<k> = effect call k met "
+    "that fault (faults=)"
 )
 
 
@@ -151,6 +153,9 @@ class Report:
 
 
 def _describe(scenario: str) -> str:
+    fault = describe_fault_id(scenario)
+    if fault is not None:
+        return fault
     points = parse_scenario_id(scenario)
     return describe_points(points) if points else "the crash-free baseline"
 

@@ -31,7 +31,12 @@ def selftest_factory(case: Case, tmp_path: Path) -> Any:
     return make_agent
 
 
-BROKEN = [case for case in CASES if case.expected and case.name != "random id in the arguments"]
+# Crash schedules only: a case that needs conform options (faults=) is found by them alone.
+BROKEN = [
+    case
+    for case in CASES
+    if case.expected and not case.options and case.name != "random id in the arguments"
+]
 
 
 @pytest.mark.parametrize("case", BROKEN, ids=[case.subject.__name__ for case in BROKEN])
