@@ -80,8 +80,9 @@ class Rule:
         assert self.check is not None
         try:
             verdict = self.check(list(performed))
-        except AssertionError as exc:
-            return f"expect={label}: {exc}" if str(exc) else f"expect={label} failed"
+        except AssertionError as exc:  # its first line: pytest appends its own explanation
+            said = str(exc).strip().partition("\n")[0]
+            return f"expect={label}: {said}" if said else f"expect={label} failed"
         if verdict is None or verdict is True:
             return None
         if isinstance(verdict, str) and verdict:
