@@ -240,7 +240,16 @@ def _run_plan(
     if explore == "hypothesis":
         _positive_int("max_examples", max_examples, "draw at least one schedule")
         used, examples = explore_hypothesis(
-            executor, make_agent, items, judge, report, crashes, max_examples, seed, database
+            executor,
+            make_agent,
+            items,
+            judge,
+            report,
+            crashes,
+            max_examples,
+            seed,
+            database,
+            faults,
         )
         return dataclasses.replace(report, seed=used, examples=examples)
     if wanted is not None:

@@ -65,11 +65,12 @@ def wanted_fault(only: str | None, calls: int) -> Fault | None:
 class FaultRun:
     """The lives of one fault scenario: the faulted start, and a restart if it raised."""
 
-    __slots__ = ("fault", "first", "lives", "log", "order")
+    __slots__ = ("fault", "first", "lives", "log", "order", "run_id")
 
-    def __init__(self, order: int, fault: Fault) -> None:
+    def __init__(self, order: int, fault: Fault, run_id: str | None = None) -> None:
         self.order = order
         self.fault = fault
+        self.run_id = fault.sid if run_id is None else run_id  # the Hypothesis mode's own
         self.log = ScenarioLog()
         self.lives: list[Life] = []
         self.first = 0  # effects performed when the faulted start ended (its own retries in)
@@ -81,7 +82,7 @@ class FaultRun:
     def next_spec(self) -> LifeSpec | None:
         if not self.lives:
             return LifeSpec(
-                run_id=self.sid,
+                run_id=self.run_id,
                 log=self.log,
                 crash=None,
                 restart=False,
@@ -90,7 +91,9 @@ class FaultRun:
             )
         first = self.lives[0]
         if len(self.lives) == 1 and first.error is not None and first.crash_step is None:
-            return LifeSpec(run_id=self.sid, log=self.log, crash=None, restart=True, baseline=False)
+            return LifeSpec(
+                run_id=self.run_id, log=self.log, crash=None, restart=True, baseline=False
+            )
         return None
 
     def add(self, life: Life) -> None:
@@ -99,7 +102,7 @@ class FaultRun:
         self.lives.append(life)
 
     def notes(self) -> list[str]:
-        notes = [note for life in self.lives for note in life.notes]
+        notes = [note.replace(self.run_id, self.sid) for life in self.lives for note in life.notes]
         if self.lives and self.lives[0].calls < self.fault.call and self.lives[0].completed:
             notes.append(
                 f"{self.sid}: the fault was never met (that start made only "

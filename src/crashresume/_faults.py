@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crashresume._context import Context, ScenarioLog
+from crashresume._errors import UsageError
 
 FAULTS = ("lost", "fail", "slow", "rate_limited", "malformed")  # every kind, in plan order
 
@@ -207,6 +208,26 @@ def _with_faults(base: type[Context]) -> type[Context]:
             f"Faulty{base.__name__}", (_FaultEffects, base), {"__slots__": ()}
         )
     return kind
+
+
+def faultable(base: type[Context], run_id: str, log: ScenarioLog) -> Context:
+    """A ``base`` context with no fault yet, which ``arm`` can give one later."""
+    return _with_faults(base)(run_id, log, None)
+
+
+def arm(ctx: Context, kind: str) -> None:
+    """The next effect call of ``ctx`` (made by ``faultable``) meets fault ``kind``."""
+    if kind not in FAULTS:
+        raise UsageError(f"{kind!r} is not a fault kind; use one of {', '.join(map(repr, FAULTS))}")
+    if not isinstance(ctx, _FaultEffects):
+        raise UsageError("this context cannot take a fault: it was not made by faultable()")
+    ctx._fault = _Armed(Fault(kind=kind, call=ctx._calls + 1))
+
+
+def fault_met(ctx: Context) -> bool:
+    """A fault was injected into this start (so an error it raises is the fault's doing)."""
+    armed: _Armed | None = ctx._fault
+    return armed is not None and armed.fired
 
 
 def make_context(

@@ -14,7 +14,7 @@ import pytest
 from crashresume import Context, UsageError, conform
 from crashresume._context import ScenarioLog
 from crashresume._faults import FAULTS, Fault, InjectedFault, make_context
-from crashresume._selftest import CASES, Case, _found
+from crashresume._selftest import CASES, INPUTS, Case, FileStore, _found
 
 from .subjects import JOBS, SeedAgent, SqliteAgent, UnkeyedAgent, factory
 
@@ -223,3 +223,28 @@ def test_only_naming_a_fault_beyond_the_baseline_is_refused() -> None:
         r"baseline made 3 effect call\(s\)",
     ):
         conform(factory(), inputs=JOBS, only="run-slow-4")
+
+
+def test_the_hypothesis_mode_draws_faults_and_its_finding_reruns_with_only(tmp_path: Path) -> None:
+    pytest.importorskip("hypothesis")
+    case = _case("retry without the key, faults too")
+
+    def fresh(folder: Path) -> Any:  # every conform call gets fresh stores
+        folder.mkdir()
+        return lambda ctx: case.subject(ctx, FileStore(folder / f"{ctx.run_id}.json"))
+
+    report = conform(
+        fresh(tmp_path / "search"),
+        inputs=list(INPUTS),
+        faults=["lost"],
+        explore="hypothesis",
+        max_examples=40,
+        seed=7,
+        database=None,
+    )
+
+    assert [str(f.kind) for f in report.findings] == ["retry_duplicated"]
+    scenario = report.findings[0].scenario
+    assert scenario.startswith("run-lost-")
+    again = conform(fresh(tmp_path / "rerun"), inputs=list(INPUTS), only=scenario)
+    assert again.findings == report.findings
