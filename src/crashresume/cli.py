@@ -5,6 +5,7 @@ crashresume --version
 crashresume check MODULE:FACTORY --inputs A B C [--mode process] [--crashes 2]
                   [--only SCENARIO] [--json PATH] [--timeout S] [--workers N]
                   [--explore hypothesis] [--max-examples N] [--seed N]
+                  [--faults KIND ...] [--expect NAME=N ...] [--at-most-once NAME ...]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from crashresume._faults import FAULTS
 from crashresume._watchdog import DEFAULT_TIMEOUT
 
 EXIT_PASSED = 0  # conform found nothing / the selftest matched
@@ -35,7 +37,8 @@ exit status:
   4  not judged: the crash-free baseline raised, or process mode failed
 
 scenario ids: run-<k> dies right after effect call k, run-before-<k> right before it;
-'-then-' chains a crash during the recovery (crashes=2), e.g. run-3-then-before-1.
+'-then-' chains a crash during the recovery (crashes=2), e.g. run-3-then-before-1;
+run-<fault>-<k>: effect call k met that fault (--faults), e.g. run-lost-2.
 """
 
 
@@ -110,7 +113,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--max-examples", type=int, default=100, metavar="N", help="(hypothesis)")
     check.add_argument("--seed", type=int, metavar="N", help="the Hypothesis seed")
+    check.add_argument(
+        "--faults",
+        nargs="+",
+        choices=FAULTS,
+        metavar="KIND",
+        help=f"also inject these faults at every effect call: {', '.join(FAULTS)}",
+    )
+    check.add_argument(
+        "--expect",
+        action="append",
+        type=_count_rule,
+        metavar="NAME=N",
+        help="a rule: every run makes exactly N NAME effects (repeatable)",
+    )
+    check.add_argument(
+        "--at-most-once",
+        action="append",
+        metavar="NAME",
+        help="a rule: no NAME effect happens twice with the same argument (repeatable)",
+    )
     return parser
+
+
+def _count_rule(text: str) -> tuple[str, int]:
+    name, equals, count = text.rpartition("=")
+    if not equals or not name or not count.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=N; write it like send_invoice=3")
+    return name, int(count)
 
 
 def _load(target: str) -> Callable[..., Any]:
@@ -155,6 +185,9 @@ def _check(options: argparse.Namespace, mode: str) -> int:
         explore=options.explore,
         max_examples=options.max_examples,
         seed=options.seed,
+        faults=options.faults,
+        expect=None if options.expect is None else dict(options.expect),
+        at_most_once=options.at_most_once,
     )
     if options.json == "-":  # stdout is for the JSON alone, so that `| jq` works
         print(report, file=sys.stderr)

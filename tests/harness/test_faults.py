@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from crashresume import Context, UsageError, conform
+from crashresume import Context, InjectedFault, UsageError, conform
 from crashresume._context import ScenarioLog
-from crashresume._faults import FAULTS, Fault, InjectedFault, make_context
+from crashresume._faults import FAULTS, Fault, make_context
 from crashresume._selftest import CASES, INPUTS, Case, FileStore, _found
 
 from .subjects import JOBS, SeedAgent, SqliteAgent, UnkeyedAgent, factory
