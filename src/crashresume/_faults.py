@@ -48,7 +48,8 @@ _ID_PATTERN = re.compile(r"run-(" + "|".join(FAULTS) + r")-([1-9][0-9]*)")
 
 
 class InjectedFault(Exception):
-    """A fault the harness injected at an effect call; ``fault`` names its kind."""
+    """Raised by ``ctx.effect`` at the call a fault scenario (``faults=``) picked; ``fault``
+    names its kind. The subject handles it as it would the real network error."""
 
     def __init__(self, message: str, *, fault: str) -> None:
         super().__init__(message)
