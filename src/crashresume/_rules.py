@@ -18,6 +18,8 @@ again per scenario. The rules the baseline keeps are checked in every scenario.
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -145,6 +147,18 @@ class RuledJudge(Judge):
     ) -> None:
         super().__init__(baseline, log, rerun, inputs)
         self._kept = tuple(rules)  # the rules the baseline keeps
+        self._python, self._cli = _spelled(rules)
+
+    def _finding(self, kind: FindingKind, scenario: str, message: str) -> Finding:
+        """Every finding's rerun lines carry the rules, so that they reproduce it."""
+        finding = super()._finding(kind, scenario, message)
+        only = f"only={scenario!r}"
+        cli = finding.rerun_cli
+        return dataclasses.replace(
+            finding,
+            rerun=finding.rerun.replace(only, f"{only}, {self._python}", 1),
+            rerun_cli=f"{cli} {self._cli}" if cli.startswith("crashresume ") and self._cli else cli,
+        )
 
     def baselines(self, repeat: Life, repeat_log: ScenarioLog) -> list[Finding]:
         findings = super().baselines(repeat, repeat_log)
@@ -178,6 +192,23 @@ class RuledJudge(Judge):
         if messages:
             findings.append(self._finding(FindingKind.RULE_BROKEN, scenario, "; ".join(messages)))
         return findings
+
+
+def _spelled(rules: Sequence[Rule]) -> tuple[str, str]:
+    """The rules as conform arguments, and as the CLI options that can say them."""
+    counts = {rule.name: rule.count for rule in rules if rule.count is not None}
+    once = [rule.name for rule in rules if rule.once]
+    checks = [getattr(rule.check, "__name__", "check") for rule in rules if rule.check]
+    python = []
+    if counts:
+        python.append(f"expect={counts!r}")
+    if checks:
+        python.append(f"expect={checks[0]}")
+    if once:
+        python.append(f"at_most_once={once!r}")
+    cli = [f"--expect {shlex.quote(f'{name}={count}')}" for name, count in counts.items()]
+    cli += [f"--at-most-once {shlex.quote(str(name))}" for name in once]
+    return ", ".join(python), " ".join(cli)
 
 
 def make_judge(

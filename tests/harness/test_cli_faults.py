@@ -71,6 +71,10 @@ def test_rules_from_the_command_line(agents: str, capsys: pytest.CaptureFixture[
         "charge happened 2 times, expect={'charge': 3} wants 3 times"
         in (report["findings"][0]["message"])
     )
+    assert report["findings"][0]["rerun_cli"] == (
+        f"crashresume check {agents}:make_agent --inputs a b --only run --expect charge=3 "
+        "--at-most-once charge"
+    )
 
 
 @pytest.mark.parametrize(

@@ -134,3 +134,15 @@ def test_rules_hold_in_the_hypothesis_mode_too() -> None:
     )
 
     assert "rule_broken" in report.kinds()
+
+
+def test_the_rerun_line_carries_the_rules_and_reproduces_the_finding() -> None:
+    report = conform(factory(UnkeyedAgent), inputs=JOBS, at_most_once=["charge"])
+    finding = next(f for f in report.findings if f.kind == "rule_broken")
+
+    assert finding.rerun == (
+        "conform(make_agent, inputs=['job-1', 'job-2', 'job-3'], only='run-1', "
+        "at_most_once=['charge'])"
+    )
+    again = conform(factory(UnkeyedAgent), inputs=JOBS, only="run-1", at_most_once=["charge"])
+    assert finding in again.findings
