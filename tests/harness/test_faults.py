@@ -16,7 +16,7 @@ from crashresume._context import ScenarioLog
 from crashresume._faults import FAULTS, Fault, make_context
 from crashresume._selftest import CASES, INPUTS, Case, FileStore, _found
 
-from .subjects import JOBS, SeedAgent, SqliteAgent, UnkeyedAgent, factory
+from .subjects import JOBS, SeedAgent, SqliteAgent, UnkeyedAgent, UnkeyedSqliteAgent, factory
 
 
 def _case(name: str) -> Case:
@@ -170,11 +170,13 @@ def test_a_start_the_fault_ends_is_restarted_and_an_unkeyed_resend_is_a_plain_du
     ]
 
 
-def test_a_keyed_subject_passes_every_fault_in_process_mode_too(tmp_path: Path) -> None:
+def test_a_keyed_subject_passes_every_fault_in_process_mode_with_workers_too(
+    tmp_path: Path,
+) -> None:
     def make_agent(ctx: Context) -> SqliteAgent:
         return SqliteAgent(ctx, tmp_path / f"{ctx.run_id}.db")
 
-    report = conform(make_agent, inputs=JOBS, mode="process", faults=list(FAULTS))
+    report = conform(make_agent, inputs=JOBS, mode="process", workers=2, faults=list(FAULTS))
 
     assert report.passed, str(report)
     assert len(report.scenarios) == 6 + 5 * 3
@@ -248,3 +250,21 @@ def test_the_hypothesis_mode_draws_faults_and_its_finding_reruns_with_only(tmp_p
     assert scenario.startswith("run-lost-")
     again = conform(fresh(tmp_path / "rerun"), inputs=list(INPUTS), only=scenario)
     assert again.findings == report.findings
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "process"])
+def test_a_slow_request_of_a_start_that_died_of_it_lands_before_the_restart(
+    mode: str, tmp_path: Path
+) -> None:
+    def make_agent(ctx: Context) -> UnkeyedSqliteAgent:
+        return UnkeyedSqliteAgent(ctx, tmp_path / f"{ctx.run_id}.db")
+
+    report = conform(make_agent, inputs=JOBS, mode=mode, faults=["slow"])
+
+    slow = {(f.scenario, str(f.kind)) for f in report.findings if "-slow-" in f.scenario}
+    # The late charge and the restart's are two; the state keeps the restart's receipt.
+    assert slow == {
+        (f"run-slow-{k}", kind)
+        for k in (1, 2, 3)
+        for kind in ("duplicate_effect", "resume_diverged")
+    }
