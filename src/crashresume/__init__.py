@@ -16,6 +16,7 @@ __all__ = [
     "CrashResumeError",
     "Finding",
     "FindingKind",
+    "InjectedFault",
     "IsolationError",
     "Report",
     "SimulatedCrash",
@@ -30,6 +31,7 @@ _HOME = {
     "CrashResumeError": "crashresume._errors",
     "Finding": "crashresume._findings",
     "FindingKind": "crashresume._findings",
+    "InjectedFault": "crashresume._faults",
     "IsolationError": "crashresume._errors",
     "Report": "crashresume._report",
     "SimulatedCrash": "crashresume._errors",
@@ -48,6 +50,7 @@ if _typing.TYPE_CHECKING:
         SimulatedCrash,
         UsageError,
     )
+    from crashresume._faults import InjectedFault
     from crashresume._findings import Finding, FindingKind
     from crashresume._report import Report
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from crashresume._context import Context
 from crashresume._errors import BaselineError, UsageError
+from crashresume._faultplan import check_faults, fault_runs, run_faults, wanted_fault
+from crashresume._faults import parse_fault_id
 from crashresume._findings import FindingKind
 from crashresume._hypothesis import PROFILE_DATABASE, explore_hypothesis
 from crashresume._judge import Judge, hang_message, make_finding
@@ -17,6 +19,7 @@ from crashresume._plan import Executor, ScenarioRun, SerialExecutor
 from crashresume._progress import Progress
 from crashresume._repeat import explore_repeated
 from crashresume._report import Report, Rerun
+from crashresume._rules import Rule, check_rules, make_judge
 from crashresume._scenarios import (
     BASELINE_ID,
     REPEAT_ID,
@@ -102,6 +105,9 @@ def conform(
     database: Any = PROFILE_DATABASE,
     scenarios: Iterable[str] | str = DEFAULT_KINDS,
     repeat: int = 1,
+    faults: Iterable[str] | None = None,
+    expect: Any = None,
+    at_most_once: Iterable[str] | None = None,
 ) -> Report:
     """Crash the subject at every side-effect boundary, restart it, and report what went wrong.
 
@@ -121,6 +127,12 @@ def conform(
     instead of killing it, runs its restart, then wakes it (``run-overlap-<k>``): a start
     that acts or writes after it lost the run is reported as ``overlap``. ``repeat=N`` runs
     every scenario N times, for races; each finding says how many of the N showed it.
+
+    ``faults=["lost", "fail", "slow", "rate_limited", "malformed"]`` (any of them) also runs,
+    for every effect call k, a scenario ``run-<fault>-<k>`` where that call meets the fault and
+    the subject's own retry path runs (see ``_faults``). ``expect={"send_invoice": 3}`` (or a
+    callable over the effect log) and ``at_most_once=["charge"]`` are absolute rules, checked
+    in the baseline too: a bug in every run is reported, which a baseline comparison cannot.
     """
     with quiet_thread_deaths():
         return _conform(
@@ -137,6 +149,9 @@ def conform(
             database=database,
             scenarios=scenarios,
             repeat=repeat,
+            faults=faults,
+            expect=expect,
+            at_most_once=at_most_once,
         )
 
 
@@ -155,8 +170,13 @@ def _conform(
     database: Any,
     scenarios: Iterable[str] | str,
     repeat: int,
+    faults: Any,
+    expect: Any,
+    at_most_once: Any,
 ) -> Report:
     items = _check_arguments(make_agent, inputs, crashes, timeout)
+    fault_kinds = check_faults(faults)
+    rules = check_rules(expect, at_most_once)
     _positive_int("workers", workers, "use 1 (serial) or more scenarios at a time")
     kinds = scenario_kinds(scenarios)
     _positive_int(
@@ -179,7 +199,8 @@ def _conform(
         kinds, only, overlap_only = ("overlap",), "run", frozen  # the baselines, then it
     else:
         overlap_only = None
-    wanted = None if only is None else parse_scenario_id(only)
+    fault_only = parse_fault_id(only) is not None
+    wanted = None if only is None else () if fault_only else parse_scenario_id(only)
     executor = _executor(mode, workers, timeout)
     try:
         return _run_plan(
@@ -194,6 +215,8 @@ def _conform(
             seed=seed,
             database=database,
             lives=_Lives(kinds, repeat, timeout, overlap_only),
+            faults=fault_kinds,
+            rules=rules,
         )
     finally:
         executor.close()
@@ -212,6 +235,8 @@ def _run_plan(
     seed: int | None,
     database: Any,
     lives: _Lives,
+    faults: tuple[str, ...] = (),
+    rules: tuple[Rule, ...] | None = None,
 ) -> Report:
     rerun = Rerun(make_agent, items, executor.mode, lives.repeat)
     base_run = ScenarioRun((), (), sid=BASELINE_ID)
@@ -231,7 +256,7 @@ def _run_plan(
     )
     if _baselines_hung(report, rerun, items, base_run, repeat_run):
         return report
-    judge = Judge(base, base_run.log, rerun, items)
+    judge = make_judge(rules, base, base_run.log, rerun, items)
     report.findings.extend(judge.baselines(repeat, repeat_run.log))
     if FindingKind.NONDETERMINISTIC_BASELINE in report.kinds():
         report.notes.append("crash scenarios were skipped: the baseline is not deterministic")
@@ -247,7 +272,16 @@ def _run_plan(
     if explore == "hypothesis":
         _positive_int("max_examples", max_examples, "draw at least one schedule")
         used, examples = explore_hypothesis(
-            executor, make_agent, items, judge, report, crashes, max_examples, seed, database
+            executor,
+            make_agent,
+            items,
+            judge,
+            report,
+            crashes,
+            max_examples,
+            seed,
+            database,
+            faults,
         )
         return dataclasses.replace(report, seed=used, examples=examples)
     points: list[tuple[Point, ...]] = [(point,) for point in points_for(base.calls)]
@@ -279,6 +313,13 @@ def _run_plan(
             timeout=lives.timeout,
             has_state=base.has_state,
         )
+    if wanted is not None:
+        fault = wanted_fault(only, base.calls)
+        if fault is not None:
+            runs = fault_runs([fault.kind], base.calls)[fault.call - 1 : fault.call]
+            run_faults(executor, make_agent, items, runs, judge, report)
+    elif faults:
+        run_faults(executor, make_agent, items, fault_runs(faults, base.calls), judge, report)
     return report
 
 

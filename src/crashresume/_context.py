@@ -130,6 +130,7 @@ class Context:
         "_dead",
         "_die_after",
         "_die_before",
+        "_fault",
         "_forked",
         "_in_subject",
         "_lock",
@@ -161,6 +162,7 @@ class Context:
         self._in_subject = False  # that thread is inside the subject's code right now
         self._subject_lock = threading.Lock()
         self._forked = False  # process mode: every new effect is sent to the parent
+        self._fault: Any = None  # a fault scenario's armed fault (see _faults)
 
     def __repr__(self) -> str:
         return f"<crashresume.Context run_id={self.run_id!r} calls={self._calls}>"
@@ -284,6 +286,9 @@ class Context:
 
     def _sent(self, name: str, arg: Any, key: Hashable | None, result: Any) -> None:
         """Hook: process mode tells the parent about every new effect here."""
+
+    def _settle(self) -> None:
+        """Hook: the start is ending; a faulted request still in flight lands (``_faults``)."""
 
     def _crash(self, calls: int, *, before: bool) -> NoReturn:
         """Die here. Stays dead: any later effect call of this life, on any thread, dies too."""

@@ -11,6 +11,10 @@ class FindingKind(enum.StrEnum):
 
     # a logical effect (same name and arg) happened more often than in the baseline
     DUPLICATE_EFFECT = "duplicate_effect"
+    # after an injected fault (faults=), the start that met it performed an effect again
+    RETRY_DUPLICATED = "retry_duplicated"
+    # a rule of expect= or at_most_once= does not hold (under "run": not even without a crash)
+    RULE_BROKEN = "rule_broken"
     # a baseline effect happened fewer times than in the baseline (usually: never)
     EFFECT_LOST = "effect_lost"
     # one key was sent again with a different name or arg

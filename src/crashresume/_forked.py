@@ -38,6 +38,7 @@ from typing import Any, NoReturn
 
 from crashresume._context import Conflict, Context, ScenarioLog
 from crashresume._errors import CrashResumeError, IsolationError
+from crashresume._faults import make_context
 from crashresume._runner import Factory, Life, LifeSpec, describe_exception, live
 from crashresume._scenarios import Point
 
@@ -90,7 +91,7 @@ class _ForkedContext(Context):
 def _child(factory: Factory, inputs: Sequence[Any], spec: LifeSpec, fd: int) -> NoReturn:
     status = 0
     try:
-        ctx = _ForkedContext(spec.run_id, spec.log, spec.crash, fd)
+        ctx = make_context(_ForkedContext, spec.run_id, spec.log, spec.crash, spec.fault, fd)
         life = live(
             factory,
             inputs,

@@ -1,5 +1,8 @@
 """``explore="hypothesis"``: crash schedules drawn by Hypothesis, shrunk to the shortest.
 
+With ``faults=`` a schedule may instead be one fault scenario (``_faultplan``): a fault of
+the kinds asked for at one effect call of the first start, and the restart if it ended it.
+
 A schedule is the crash point of each life in turn: the first life always dies (right before
 or right after one of its effect calls), every resumed life may die again or run to its end,
 up to ``crashes`` crashes. The points are drawn while the scenario runs, so a resume's crash
@@ -16,11 +19,13 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from crashresume._context import Context, ScenarioLog
 from crashresume._errors import CrashResumeError, UsageError
+from crashresume._faultplan import FaultRun, judge_fault_run
+from crashresume._faults import Fault
 from crashresume._findings import Finding
 from crashresume._judge import Judge
 from crashresume._plan import Executor
@@ -59,6 +64,7 @@ def explore_hypothesis(
     max_examples: int,
     seed: int | None,
     database: Any,
+    faults: Sequence[str] = (),
 ) -> tuple[int, int]:
     """Run the search, put the shortest failing schedule into ``report``; (seed, examples)."""
     hypothesis = _hypothesis()
@@ -75,6 +81,14 @@ def explore_hypothesis(
         nonlocal ran
         ran += 1
         run_id = f"example-{next(_examples)}"
+        if faults and data.draw(st.booleans(), label="fault"):
+            kind = data.draw(st.sampled_from(faults), label="kind")
+            fault = Fault(kind=kind, call=data.draw(st.integers(1, calls), label="call"))
+            run = FaultRun(0, fault, run_id)
+            while (spec := run.next_spec()) is not None:
+                run.add(executor.life(factory, items, spec))
+            judged(run.sid, judge_fault_run(judge, run), run.notes())
+            return
         log = ScenarioLog()
         points: list[Point] = []
         lives: list[Life] = []
@@ -94,10 +108,12 @@ def explore_hypothesis(
                 break  # ran to its end, raised, hung, or never reached its crash point
             points.append(point)
         sid = scenario_id(points)
+        notes = [note.replace(run_id, sid) for life in lives for note in life.notes]
+        judged(sid, judge.scenario(sid, lives, log), notes)
+
+    def judged(sid: str, findings: list[Finding], notes: list[str]) -> None:
         tried.setdefault(sid)
-        findings = judge.scenario(sid, lives, log)
         if findings:
-            notes = [note.replace(run_id, sid) for life in lives for note in life.notes]
             failing.append((sid, findings, notes))
             raise _Failed(f"{sid}: {', '.join(sorted({str(f.kind) for f in findings}))}")
 

@@ -122,6 +122,7 @@ class Judge:
         self._rerun = rerun
         self._frozen = False  # switched on for good the first time an arg is unhashable
         self._counts = self._count(log.performed)
+        self.exempt: frozenset[str] = frozenset()  # effect names only absolute rules judge
 
     def _finding(self, kind: FindingKind, scenario: str, message: str) -> Finding:
         return make_finding(self._rerun, kind, scenario, message)
@@ -134,6 +135,14 @@ class Judge:
                 self._frozen = True
                 self._counts = self._count(self._performed)
         return Counter((name, _freeze(arg)) for name, arg in performed)
+
+    def more_than_baseline(self, performed: list[Effect]) -> bool:
+        """Some effect of ``performed`` happened more often than in the baseline."""
+        baseline = self._counts
+        return any(
+            n > baseline.get(k, 0) and k[0] not in self.exempt  # type: ignore[index]
+            for k, n in self._count(performed).items()
+        )
 
     def _shown(self, performed: list[Effect], wanted: set[Hashable]) -> dict[Hashable, str]:
         """Readable names for the counted effects in ``wanted``, from their original args."""
@@ -217,7 +226,12 @@ class Judge:
         counts = self._count(log.performed)
         baseline = self._counts
         if not dict.__eq__(counts, baseline):  # Counter's own == is slow and zero-aware
-            more = {k: n for k, n in counts.items() if n > baseline.get(k, 0)}
+            exempt = self.exempt
+            more = {
+                k: n
+                for k, n in counts.items()
+                if n > baseline.get(k, 0) and k[0] not in exempt  # type: ignore[index]
+            }
             if more:
                 shown = self._shown(log.performed, set(more))
                 items = [
@@ -226,7 +240,11 @@ class Judge:
                     for k, n in more.items()
                 ]
                 findings.append(self._finding(FindingKind.DUPLICATE_EFFECT, scenario, _some(items)))
-            fewer = {k: n for k, n in baseline.items() if counts.get(k, 0) < n}
+            fewer = {
+                k: n
+                for k, n in baseline.items()
+                if counts.get(k, 0) < n and k[0] not in exempt  # type: ignore[index]
+            }
             if fewer and last.completed:
                 shown = self._shown(self._performed, set(fewer))
                 items = [

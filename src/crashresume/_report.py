@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crashresume._faults import describe_fault_id
 from crashresume._findings import Finding, FindingKind
 from crashresume._scenarios import (
     describe_overlap,
@@ -24,7 +25,8 @@ ID_LEGEND = (
     "scenario ids: run = the crash-free baseline; run-<k> = died right after effect call k; "
     "run-before-<k> = died right before effect call k; '-then-' chains a crash in the resumed "
     "run, whose effect calls are counted from 1 again; run-overlap-<k> (-before-<k>) = the first "
-    "run froze right after (before) effect call k, its restart ran, then it woke"
+    "run froze right after (before) effect call k, its restart ran, then it woke; "
+    "run-<fault>-<k> = effect call k met that fault (faults=)"
 )
 
 
@@ -168,6 +170,9 @@ def _describe(scenario: str) -> str:
     frozen = parse_overlap_id(scenario)
     if frozen is not None:
         return describe_overlap(frozen)
+    fault = describe_fault_id(scenario)
+    if fault is not None:
+        return fault
     points = parse_scenario_id(scenario)
     return describe_points(points) if points else "the crash-free baseline"
 

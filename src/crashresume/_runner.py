@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from crashresume._context import Context, ScenarioLog, running
 from crashresume._errors import CrashResumeError, SimulatedCrash, UsageError
+from crashresume._faults import Fault
 from crashresume._scenarios import Point
 
 Factory = Callable[[Context], Any]
@@ -58,6 +59,7 @@ class LifeSpec:
     crash: Point | None
     restart: bool  # not the scenario's first start: ask state() before the first step
     baseline: bool  # a crash-free baseline: record state() after every step
+    fault: Fault | None = None  # a fault scenario's first start: the fault it meets
 
 
 class Runner(Protocol):
@@ -205,6 +207,8 @@ def live(
             if not ctx._dead:
                 life.error = describe_exception(exc)
         finally:
+            if not ctx._dead:
+                ctx._settle()
             failed = tear_down(holder.take(), outcome)
             outcome = None  # the traceback holds the subject: let it go with this frame
             if failed is not None:

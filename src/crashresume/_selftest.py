@@ -25,6 +25,8 @@ AFTER = ("run-1", "run-2", "run-3")  # died right after the effect of job-k
 BEFORE = ("run-before-1", "run-before-2", "run-before-3")  # died right before it
 # froze right before / after the effect of job-1, then job-2, then job-3
 OVERLAP = tuple(f"run-overlap-{e}{k}" for k in (1, 2, 3) for e in ("before-", ""))
+LOST = ("run-lost-1", "run-lost-2", "run-lost-3")  # charge k acted, its answer was lost
+SLOW = ("run-slow-1", "run-slow-2", "run-slow-3")  # charge k landed after the caller gave up
 
 
 class FileStore:
@@ -178,6 +180,20 @@ class Fencing(Conforming):
         return {"done": self.store.load().get("done", [])}
 
 
+class RetriesWithoutKey(Conforming):
+    """Bug: a charge that timed out is retried at once, but the retry forgets the key.
+
+    A crash never reaches the retry (a restart replays under the key), so only a fault finds
+    it: the remote acted, its answer was lost, and the retry charges a second time.
+    """
+
+    def charge(self, job: str) -> None:
+        try:
+            self.ctx.effect("charge", job, key=f"charge:{job}")
+        except (TimeoutError, ConnectionError):
+            self.ctx.effect("charge", job)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Case:
     """One selftest subject and the exact (scenario, kind) findings it must produce."""
@@ -185,7 +201,7 @@ class Case:
     name: str
     subject: Callable[[Context, FileStore], Any]
     expected: frozenset[tuple[str, str]]
-    scenarios: tuple[str, ...] = ("crash",)  # conform's scenario kinds for this case
+    options: tuple[tuple[str, Any], ...] = ()  # more conform arguments, e.g. faults
 
 
 def _expect(kind: str, scenarios: Iterable[str]) -> frozenset[tuple[str, str]]:
@@ -233,14 +249,27 @@ CASES = (
         # it saves its stale progress over the restart's (the last job heals it).
         name="no fencing, old start woken",
         subject=Conforming,
-        scenarios=("crash", "overlap"),
+        options=(("scenarios", ("crash", "overlap")),),
         expected=_expect("overlap", OVERLAP[:4]),
     ),
     Case(
         name="fences with a generation",
         subject=Fencing,
-        scenarios=("crash", "overlap"),
+        options=(("scenarios", ("crash", "overlap")),),
         expected=frozenset(),
+    ),
+    Case(
+        name="retry without the key, crashes only",
+        subject=RetriesWithoutKey,
+        expected=frozenset(),
+    ),
+    Case(
+        name="retry without the key, faults too",
+        subject=RetriesWithoutKey,
+        # The answer lost after the remote acted, or the request landing after the caller
+        # gave up: the unkeyed retry is a second charge. A failure before acting is harmless.
+        expected=_expect("retry_duplicated", LOST + SLOW),
+        options=(("faults", ("lost", "fail", "slow")),),
     ),
 )
 
@@ -262,7 +291,7 @@ def _found(case: Case, mode: str) -> frozenset[tuple[str, str]] | str:
             return case.subject(ctx, FileStore(Path(folder) / f"{ctx.run_id}.json"))
 
         try:
-            report = conform(make_agent, inputs=list(INPUTS), mode=mode, scenarios=case.scenarios)
+            report = conform(make_agent, inputs=list(INPUTS), mode=mode, **dict(case.options))
         except CrashResumeError as exc:
             return f"{type(exc).__name__}: {exc}"
     return frozenset((finding.scenario, str(finding.kind)) for finding in report.findings)

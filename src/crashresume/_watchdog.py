@@ -25,6 +25,7 @@ from typing import Any
 
 from crashresume._context import Context, stop_running
 from crashresume._errors import SimulatedCrash
+from crashresume._faults import make_context
 from crashresume._runner import Factory, Holder, Life, LifeSpec, live, tear_down
 
 DEFAULT_TIMEOUT = 120.0  # seconds one start may take before the harness stops it
@@ -89,7 +90,7 @@ class InProcessRunner:
             self._thread = None
 
     def life(self, factory: Factory, inputs: Sequence[Any], spec: LifeSpec) -> Life:
-        ctx = Context(spec.run_id, spec.log, spec.crash)
+        ctx = make_context(Context, spec.run_id, spec.log, spec.crash, spec.fault)
         if self._timeout is None:
             return live(factory, inputs, ctx, restart=spec.restart, baseline=spec.baseline)
         timeout = self._timeout

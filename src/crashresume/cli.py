@@ -6,6 +6,7 @@ crashresume check MODULE:FACTORY --inputs A B C [--mode process] [--crashes 2]
                   [--only SCENARIO] [--json PATH] [--timeout S] [--workers N]
                   [--explore hypothesis] [--max-examples N] [--seed N]
                   [--scenarios crash overlap] [--repeat N]
+                  [--faults KIND ...] [--expect NAME=N ...] [--at-most-once NAME ...]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from crashresume._faults import FAULTS
 from crashresume._watchdog import DEFAULT_TIMEOUT
 
 EXIT_PASSED = 0  # conform found nothing / the selftest matched
@@ -39,6 +41,7 @@ scenario ids: run-<k> dies right after effect call k, run-before-<k> right befor
 '-then-' chains a crash during the recovery (crashes=2), e.g. run-3-then-before-1;
 run-overlap-<k> (run-overlap-before-<k>) freezes the first run there instead, runs its
 restart, then wakes it (--scenarios overlap).
+run-<fault>-<k>: effect call k met that fault (--faults), e.g. run-lost-2.
 """
 
 
@@ -129,7 +132,34 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="run every scenario N times (for races); findings say in how many they showed",
     )
+    check.add_argument(
+        "--faults",
+        nargs="+",
+        choices=FAULTS,
+        metavar="KIND",
+        help=f"also inject these faults at every effect call: {', '.join(FAULTS)}",
+    )
+    check.add_argument(
+        "--expect",
+        action="append",
+        type=_count_rule,
+        metavar="NAME=N",
+        help="a rule: every run makes exactly N NAME effects (repeatable)",
+    )
+    check.add_argument(
+        "--at-most-once",
+        action="append",
+        metavar="NAME",
+        help="a rule: no NAME effect happens twice with the same argument (repeatable)",
+    )
     return parser
+
+
+def _count_rule(text: str) -> tuple[str, int]:
+    name, equals, count = text.rpartition("=")
+    if not equals or not name or not count.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=N; write it like send_invoice=3")
+    return name, int(count)
 
 
 def _load(target: str) -> Callable[..., Any]:
@@ -176,6 +206,9 @@ def _check(options: argparse.Namespace, mode: str) -> int:
         seed=options.seed,
         scenarios=options.scenarios,
         repeat=options.repeat,
+        faults=options.faults,
+        expect=None if options.expect is None else dict(options.expect),
+        at_most_once=options.at_most_once,
     )
     if options.json == "-":  # stdout is for the JSON alone, so that `| jq` works
         print(report, file=sys.stderr)

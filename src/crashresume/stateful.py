@@ -47,6 +47,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from crashresume._context import Context, ScenarioLog, running
 from crashresume._errors import SimulatedCrash, UsageError
+from crashresume._faults import arm, fault_met, faultable
 from crashresume._judge import _freeze, describe_difference, show_effect
 from crashresume._runner import Teardown, _open, _parts, is_empty, tear_down
 
@@ -57,7 +58,7 @@ class _Start:
     """One start of the subject, kept alive across rules."""
 
     def __init__(self, machine: ConformMachine, run_id: str, log: ScenarioLog) -> None:
-        self.ctx = Context(run_id, log)
+        self.ctx = faultable(Context, run_id, log)
         self.dead = False
         self.fed = 0  # inputs stepped to their end by this start
         self._teardown: Teardown | None = None
@@ -76,6 +77,11 @@ class _Start:
                 return function(*args)
             except SimulatedCrash as exc:
                 self.end(exc)
+                return None
+            except Exception as exc:
+                if not fault_met(ctx):
+                    raise
+                self.end(exc)  # the fault ended this start: as conform, restart it
                 return None
             finally:
                 ctx.leave_subject()
@@ -98,6 +104,8 @@ class _Start:
         if self.dead:
             return
         self.dead = True
+        if crash is None or not isinstance(crash, SimulatedCrash):
+            self.ctx._settle()  # a slow request still in flight lands
         self.ctx._stop()
         teardown, self._teardown = self._teardown, None
         failed = tear_down(teardown, crash)
@@ -107,7 +115,8 @@ class _Start:
 
 class ConformMachine(RuleBasedStateMachine):
     """Base class: define ``make_agent(self, ctx)`` and rules that use the methods below
-    (``feed``, ``crash_next_effect``, ``kill_subject``, ``restart_subject``)."""
+    (``feed``, ``crash_next_effect``, ``fault_next_effect``, ``kill_subject``,
+    ``restart_subject``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -151,6 +160,14 @@ class ConformMachine(RuleBasedStateMachine):
             ctx._die_before = ctx._calls + 1
         else:
             ctx._die_after = ctx._calls + 1
+
+    def fault_next_effect(self, kind: str) -> None:
+        """The running start's next effect call meets fault ``kind`` (one of ``FAULTS``:
+        'lost', 'fail', 'slow', 'rate_limited', 'malformed'); the subject's retry handles it,
+        or the error it raises ends the start, which the next rule that needs it restarts."""
+        start = self._running()
+        if start is not None:
+            arm(start.ctx, kind)
 
     def kill_subject(self) -> None:
         """The running start dies now, between two effect calls."""

@@ -70,7 +70,7 @@ def test_selftest_exits_0_and_prints_one_verdict_per_subject(
     assert out.startswith("crashresume selftest: mode=inprocess, inputs job-1 job-2 job-3\n")
     assert "ok        fresh key per attempt\n          expects duplicate_effect in run-1" in out
     assert out.count("\nok ") == len(_selftest.CASES)
-    assert out.endswith("9 subjects: every finding where expected and nowhere else\n")
+    assert out.endswith("11 subjects: every finding where expected and nowhere else\n")
 
 
 def test_selftest_exits_3_when_an_expected_finding_is_missing(

@@ -15,6 +15,7 @@ INTENDED = [
     "CrashResumeError",
     "Finding",
     "FindingKind",
+    "InjectedFault",
     "IsolationError",
     "Report",
     "SimulatedCrash",

@@ -23,6 +23,11 @@ that asks the model again for a step it had already decided shows up as
 inner transport comes from, and an inner transport of the other module is bridged (an
 httpx2 client can be served by respx or any ``httpx.MockTransport``).
 
+Under ``conform(faults=...)`` the faulted request is answered as HTTP would: ``lost`` and
+``slow`` raise the module's ``ReadTimeout`` (the request acted, or lands later), ``fail`` is a
+503, ``rate_limited`` a 429 with ``Retry-After: 0`` (neither acted), ``malformed`` a 200
+whose JSON body is cut short (it acted). A model call is a request like any other.
+
 Recorded responses are read whole before they are returned (a streamed answer arrives at
 once); effect args and stored responses are plain data, so process mode can ship them.
 """
@@ -39,10 +44,12 @@ from typing import Any
 
 from crashresume._context import current_context
 from crashresume._errors import UsageError
+from crashresume._faults import EffectTimeout, InjectedFault, MalformedAnswer
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # never side effects: not recorded
 FLAVOURS = ("httpx", "httpx2")  # the modules this adapter speaks
 KEY_HEADER = "Idempotency-Key"
+MALFORMED_BODY = b'{"id": "chatcmpl-1", "choices": [{"message": {"content": "'  # cut short
 _DROPPED = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
 
 # (status, headers, content): a response as the harness stores it under its key.
@@ -135,7 +142,10 @@ def _record(
         return _thaw(module, _send(handle, inner, module, request), request)
     request.read()
     name, arg, key = describe(request)
-    stored = ctx.effect(name, arg, key, perform=lambda: _send(handle, inner, module, request))
+    try:
+        stored = ctx.effect(name, arg, key, perform=lambda: _send(handle, inner, module, request))
+    except InjectedFault as fault:
+        return _faulted(module, fault, request)
     return _thaw(module, stored, request)
 
 
@@ -153,8 +163,25 @@ async def _record_async(
     def perform() -> Awaitable[Stored]:
         return _send_async(handle, inner, module, request)
 
-    stored = await ctx.effect_async(name, arg, key, perform=perform)
+    try:
+        stored = await ctx.effect_async(name, arg, key, perform=perform)
+    except InjectedFault as fault:
+        return _faulted(module, fault, request)
     return _thaw(module, stored, request)
+
+
+def _faulted(module: ModuleType, fault: InjectedFault, request: Any) -> Any:
+    """What the client sees of an injected fault (``conform(faults=...)``), as HTTP shows it."""
+    if isinstance(fault, EffectTimeout):
+        raise module.ReadTimeout(str(fault), request=request) from fault
+    if isinstance(fault, MalformedAnswer):  # the remote acted; its JSON answer is cut short
+        headers = [(b"content-type", b"application/json")]
+        return module.Response(200, headers=headers, content=MALFORMED_BODY, request=request)
+    limited = fault.fault == "rate_limited"
+    headers = [(b"retry-after", b"0")] if limited else []
+    body = json.dumps({"error": {"message": str(fault)}}).encode()
+    headers.append((b"content-type", b"application/json"))
+    return module.Response(429 if limited else 503, headers=headers, content=body, request=request)
 
 
 @functools.cache
