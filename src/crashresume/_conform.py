@@ -12,7 +12,7 @@ from crashresume._errors import BaselineError, UsageError
 from crashresume._findings import FindingKind
 from crashresume._hypothesis import PROFILE_DATABASE, explore_hypothesis
 from crashresume._judge import Judge, hang_message, make_finding
-from crashresume._plan import Executor, ScenarioRun, SerialExecutor
+from crashresume._plan import Executor, ScenarioRun
 from crashresume._progress import Progress
 from crashresume._report import Report, Rerun
 from crashresume._scenarios import (
@@ -23,6 +23,7 @@ from crashresume._scenarios import (
     points_for,
 )
 from crashresume._watchdog import DEFAULT_TIMEOUT, InProcessRunner, quiet_thread_deaths
+from crashresume._watched import WatchedExecutor
 
 _log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def _executor(mode: str, workers: int, timeout: float | None) -> Executor:
                 f"workers={workers} needs mode='process': in-process starts share one "
                 "interpreter and its global state, so they run one at a time"
             )
-        return SerialExecutor(InProcessRunner(timeout))
+        return WatchedExecutor(InProcessRunner(timeout))
     if mode == "process":
         from crashresume._pool import ProcessPool
 
