@@ -13,8 +13,9 @@ context is dead, its teardown runs from a helper thread), its timed-out ``Life``
 its scenario, and a new start thread takes the loop over from there; the old one, if its
 life ever returns, sees that it was replaced and ends without touching anything. A start
 that dies on another thread rings the caller, which gives it ``CRASH_GRACE`` seconds to
-come back, as ``InProcessRunner`` does. Single lives (``life()``, the Hypothesis mode) still
-go through ``InProcessRunner``.
+come back, as ``InProcessRunner`` does (one that dies on its own thread and swallows the
+crash, then hangs, is abandoned at its deadline instead). Single lives (``life()``, the
+Hypothesis mode) still go through ``InProcessRunner``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class _Watch:
     holder: Holder
     deadline: float  # time.monotonic() past which the life is abandoned
     generation: int  # the start thread running it
+    thread: int  # its ident
     crashed: bool = False  # it died on another thread: the deadline is now a grace
 
 
@@ -100,7 +102,8 @@ class _Loop:
                 with self.cond:
                     if self.generation != generation:
                         return  # stopped by the caller
-                    watch = _Watch(ctx, holder, time.monotonic() + self.timeout, generation)
+                    deadline = time.monotonic() + self.timeout
+                    watch = _Watch(ctx, holder, deadline, generation, threading.get_ident())
                     self.watch = watch
                 ctx._on_death = functools.partial(self._died, watch)
                 life = self.base.copy().run(
@@ -128,12 +131,18 @@ class _Loop:
                     self.cond.notify()
 
     def _died(self, watch: _Watch) -> None:
-        """The start died on some thread: its own thread has a grace to come back."""
+        """The start died on some thread: its own thread has a grace to come back.
+
+        A death on the start's own thread wakes no one (that thread is unwinding already,
+        and waking the caller on every crash would cost a hand-over again): should the
+        subject swallow it and hang, the start is abandoned at its deadline.
+        """
         with self.cond:
             if not watch.crashed:
                 watch.crashed = True
-                watch.deadline = min(watch.deadline, time.monotonic() + CRASH_GRACE)
-                self.cond.notify()
+                if threading.get_ident() != watch.thread:
+                    watch.deadline = min(watch.deadline, time.monotonic() + CRASH_GRACE)
+                    self.cond.notify()
 
     def watch_over(self) -> None:
         """Until the loop ends: abandon every life that runs past its deadline."""

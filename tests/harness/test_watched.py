@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from crashresume import Context, conform
 from crashresume._context import ScenarioLog
 from crashresume._plan import OneLife
 from crashresume._runner import LifeSpec
+from crashresume._scenarios import Point
 from crashresume._watchdog import InProcessRunner
 from crashresume._watched import WatchedExecutor
 
@@ -28,27 +30,33 @@ def release() -> Iterator[threading.Event]:
     event.set()
 
 
-def spec(run_id: str) -> LifeSpec:
-    return LifeSpec(run_id=run_id, log=ScenarioLog(), crash=None, restart=False, baseline=False)
+def spec(run_id: str, crash: Point | None = None) -> LifeSpec:
+    return LifeSpec(run_id=run_id, log=ScenarioLog(), crash=crash, restart=False, baseline=False)
 
 
 def test_a_loop_of_many_lives_never_wakes_the_watching_thread() -> None:
     executor = WatchedExecutor(InProcessRunner(60.0))
-    runs = [OneLife(spec(f"run-{i}")) for i in range(200)]
+    die = Point(call=1, before=False)
+    runs = [OneLife(spec(f"run-{i}", die if i % 2 else None)) for i in range(200)]
     callers: set[int] = set()
 
     class Agent:
         def __init__(self, ctx: Context) -> None:
             callers.add(threading.get_ident())
 
+            self.ctx = ctx
+
         def step(self, item: str) -> None:
-            pass
+            time.sleep(0.0005)  # lets go of the GIL: a caller rung per crash would run here
+            self.ctx.effect("charge", item)
 
     executor.execute(Agent, ["a"], runs, lambda run: ())
 
-    assert all(run.life is not None and run.life.completed for run in runs)
+    lives = [run.life for run in runs]
+    assert all(life is not None and life.completed for life in lives[::2])
+    assert all(life is not None and life.crash_step == 0 for life in lives[1::2])  # crashed
     assert callers and threading.get_ident() not in callers  # the lives ran elsewhere
-    assert executor.wakeups <= 1  # 200 lives, not a hand-over each
+    assert executor.wakeups <= 1  # 200 lives, 100 crashes: not a hand-over each
 
 
 def test_every_hang_in_the_loop_still_times_out_and_a_new_start_thread_carries_on(
