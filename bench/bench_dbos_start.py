@@ -7,9 +7,10 @@ database it has migrated already; ``fresh database``, the same on a new empty on
 every scenario's first start cost the adapter before, DBOS migrating it); ``adapter``, a
 ``WorkflowSubject`` for a new scenario and its teardown (its database made from the
 migrated template, DBOS launched, pending workflows recovered, DBOS shut down, the
-PostgreSQL database dropped). The ratios to ``dbos launch`` are the figures to compare.
-PostgreSQL is DATABASE_URL or a throwaway local cluster (fsync on, as bench/_setup makes
-it). Needs ``pip install -e '.[bench]'``. Prints, asserts nothing.
+PostgreSQL database dropped); ``adapter restart``, a start of a scenario whose database
+exists, that dies (nothing made, nothing dropped). The ratios to ``dbos launch`` are the
+figures to compare. PostgreSQL is DATABASE_URL or a throwaway local cluster (fsync on, as
+bench/_setup makes it). Needs ``pip install -e '.[bench]'``. Prints, asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from dbos import DBOS
 
 from _setup import database
-from crashresume import Context
+from crashresume import Context, SimulatedCrash
 from crashresume._context import ScenarioLog
 from crashresume.adapters._dbos_databases import PostgresDatabases, SqliteDatabases
 from crashresume.adapters.dbos import DEFAULT_CONFIG, WorkflowSubject
@@ -63,6 +64,16 @@ def adapter(databases: Any) -> Callable[[int], None]:
     return start
 
 
+def restart(databases: Any) -> Callable[[int], None]:
+    """A start of a scenario whose database exists, that dies (no drop)."""
+
+    def start(i: int) -> None:
+        subject = WorkflowSubject(Context("again", ScenarioLog()), nothing, databases=databases)
+        subject.__exit__(SimulatedCrash, SimulatedCrash("bench"), None)
+
+    return start
+
+
 def figures(name: str, starts: int, launched: str, fresh: Callable[[int], str], made: Any) -> None:
     launch(launched)  # migrated once; every later launch finds it current
     own = best(starts, lambda i: launch(launched))
@@ -70,6 +81,7 @@ def figures(name: str, starts: int, launched: str, fresh: Callable[[int], str], 
         "dbos launch": own,
         "fresh database": best(starts, lambda i: launch(fresh(i))),
         "adapter": best(starts, adapter(made)),
+        "adapter restart": best(starts, restart(made)),
     }
     for what, seconds in rows.items():
         print(f"{name:10} {what:15} {seconds * 1e3:7.1f} ms  {seconds / own:5.2f} x dbos launch")
