@@ -95,7 +95,7 @@ class _Loop:
 
     def _drive(self, generation: int) -> None:
         try:
-            while (spec := self._next_spec()) is not None:
+            while self.generation == generation and (spec := self._next_spec()) is not None:
                 threading.current_thread().name = f"crashresume start {spec.run_id}"
                 ctx = Context(spec.run_id, spec.log, spec.crash)
                 holder = Holder()
