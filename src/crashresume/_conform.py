@@ -15,7 +15,7 @@ from crashresume._findings import FindingKind
 from crashresume._hypothesis import PROFILE_DATABASE, explore_hypothesis
 from crashresume._judge import Judge, hang_message, make_finding
 from crashresume._overlap import DEFAULT_KINDS, explore_overlaps, scenario_kinds
-from crashresume._plan import Executor, ScenarioRun, SerialExecutor
+from crashresume._plan import Executor, ScenarioRun
 from crashresume._progress import Progress
 from crashresume._repeat import explore_repeated
 from crashresume._report import Report, Rerun
@@ -30,6 +30,7 @@ from crashresume._scenarios import (
     points_for,
 )
 from crashresume._watchdog import DEFAULT_TIMEOUT, InProcessRunner, quiet_thread_deaths
+from crashresume._watched import WatchedExecutor
 
 _log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def _executor(mode: str, workers: int, timeout: float | None) -> Executor:
                 f"workers={workers} needs mode='process': in-process starts share one "
                 "interpreter and its global state, so they run one at a time"
             )
-        return SerialExecutor(InProcessRunner(timeout))
+        return WatchedExecutor(InProcessRunner(timeout))
     if mode == "process":
         from crashresume._pool import ProcessPool
 

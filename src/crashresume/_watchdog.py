@@ -83,6 +83,11 @@ class InProcessRunner:
         self._timeout = timeout
         self._thread: _StartThread | None = None
 
+    @property
+    def timeout(self) -> float | None:
+        """Seconds one start may take (None: no watchdog)."""
+        return self._timeout
+
     def close(self) -> None:
         """Let the start thread end (an abandoned one ends when its start returns, if ever)."""
         if self._thread is not None:

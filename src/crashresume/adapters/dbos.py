@@ -17,12 +17,23 @@ The effect's key is ``<workflow id>:<step id>``: the step a recovered workflow r
 (it ran, DBOS had not checkpointed it) is sent again under the same key and the harness
 answers like an idempotent remote, as a remote keyed by DBOS's ids would.
 
-``WorkflowSubject`` launches DBOS on a SQLite system database of its own per scenario
-(``<directory>/<run_id>.sqlite``), waits until DBOS has recovered the workflows the dead
-start left pending, runs ``workflow(input)`` under the workflow id ``str(input)`` for each
-input (a finished workflow returns its recorded result without running again), reports
-the outputs of the finished workflows as ``state()``, and shuts DBOS down in ``close()``
-(DBOS keeps one instance per process, so a start must drop it before the next launches).
+``WorkflowSubject`` launches DBOS on a system database of its own per scenario, waits until
+DBOS has recovered the workflows the dead start left pending, runs ``workflow(input)`` under
+the workflow id ``str(input)`` for each input (a finished workflow returns its recorded
+result without running again), reports the outputs of the finished workflows as
+``state()``, and shuts DBOS down when the start ends (DBOS keeps one instance per process,
+so a start must drop it before the next launches).
+
+The system database is a SQLite file ``<directory>/<run_id>.sqlite`` (``directory=``), or a
+PostgreSQL database per scenario on a server (``database_url=``, any database of the server
+the user may ``CREATE DATABASE`` from), created by the harness and dropped when the
+scenario's last start completes; leave the ``with`` block to drop the rest:
+
+    with workflow_factory(checkout, database_url="postgresql://me@localhost/postgres") as make:
+        report = conform(make, inputs=["o-1", "o-2"], mode="process", workers=4)
+
+Either is made from a template DBOS migrated once (``_dbos_databases``), so a start costs
+about what DBOS's own launch on a current database does.
 
 DBOS is imported only when one of these is used: ``pip install 'crashresume[dbos]'``.
 """
@@ -37,6 +48,9 @@ from typing import Any, TypeVar
 
 from crashresume._context import Context, current_context
 from crashresume._errors import SimulatedCrash, UsageError
+from crashresume.adapters._dbos_databases import PostgresDatabases, SqliteDatabases
+
+SystemDatabases = SqliteDatabases | PostgresDatabases
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -115,7 +129,8 @@ class WorkflowSubject:
         ctx: Context,
         workflow: Callable[..., Any],
         *,
-        directory: str | Path,
+        directory: str | Path | None = None,
+        databases: SystemDatabases | None = None,
         name: str = "crashresume",
         workflow_id: Callable[[Any], str] = str,
         arguments: Callable[[Any], tuple[Any, ...]] = lambda item: (item,),
@@ -126,9 +141,26 @@ class WorkflowSubject:
         self.workflow = workflow
         self.workflow_id = workflow_id
         self.arguments = arguments
-        database = Path(directory) / f"{ctx.run_id}.sqlite"
-        settings = {"name": name, "system_database_url": f"sqlite:///{database}"}
-        dbos.DBOS(config={**DEFAULT_CONFIG, **settings, **(config or {})})
+        if (directory is None) == (databases is None):
+            raise UsageError(
+                "WorkflowSubject needs directory= (a SQLite system database per run id) or "
+                "databases= (PostgresDatabases(url)), and not both"
+            )
+        if directory is not None:
+            databases = SqliteDatabases(directory)
+        assert databases is not None
+        self.databases: SystemDatabases = databases
+        settings = {**DEFAULT_CONFIG, "name": name, **(config or {})}
+
+        def migrate(url: str) -> None:
+            dbos.DBOS(config={**settings, "system_database_url": url})
+            try:
+                dbos.DBOS.launch()
+            finally:
+                dbos.DBOS.destroy()
+
+        url = self.databases.url(ctx.run_id, migrate)
+        dbos.DBOS(config={**settings, "system_database_url": url})
         try:
             dbos.DBOS.launch()
             self.recover()
@@ -173,13 +205,61 @@ class WorkflowSubject:
     def close(self) -> None:
         _dbos().DBOS.destroy()
 
+    def __enter__(self) -> WorkflowSubject:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        """The start ended: shut DBOS down; one that completed was its scenario's last."""
+        self.close()
+        if kind is None:
+            self.databases.finished(self.ctx.run_id)
+
+
+class WorkflowFactory:
+    """``make_agent`` for ``conform``: a ``WorkflowSubject`` per start; as a context manager,
+    drops the PostgreSQL databases it made when the block ends."""
+
+    def __init__(
+        self,
+        workflow: Callable[..., Any],
+        *,
+        directory: str | Path | None = None,
+        database_url: str | None = None,
+        **options: Any,
+    ) -> None:
+        if (directory is None) == (database_url is None):
+            raise UsageError(
+                "workflow_factory needs directory= (SQLite system databases) or "
+                "database_url= (a PostgreSQL server), and not both"
+            )
+        self.workflow = workflow
+        self.options = options
+        self.databases: SystemDatabases = (
+            SqliteDatabases(directory)
+            if directory is not None
+            else PostgresDatabases(str(database_url))
+        )
+
+    def __call__(self, ctx: Context) -> WorkflowSubject:
+        return WorkflowSubject(ctx, self.workflow, databases=self.databases, **self.options)
+
+    def __enter__(self) -> WorkflowFactory:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop every PostgreSQL database made so far (SQLite files stay)."""
+        self.databases.close()
+
 
 def workflow_factory(
-    workflow: Callable[..., Any], *, directory: str | Path, **options: Any
-) -> Callable[[Context], WorkflowSubject]:
-    """``make_agent`` for ``conform``: a ``WorkflowSubject`` per start (options pass through)."""
-
-    def make_agent(ctx: Context) -> WorkflowSubject:
-        return WorkflowSubject(ctx, workflow, directory=directory, **options)
-
-    return make_agent
+    workflow: Callable[..., Any],
+    *,
+    directory: str | Path | None = None,
+    database_url: str | None = None,
+    **options: Any,
+) -> WorkflowFactory:
+    """``make_agent`` for ``conform`` (see ``WorkflowFactory``; options pass through)."""
+    return WorkflowFactory(workflow, directory=directory, database_url=database_url, **options)

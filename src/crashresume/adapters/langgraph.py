@@ -23,6 +23,13 @@ finish resumes from its last checkpoint, a finished one is left alone, a new one
 with ``initial(input)``. ``state()`` reads the last checkpoint of every thread from the
 graph's checkpointer (``checkpointer_state`` works with any ``BaseCheckpointSaver``).
 
+Messages carry a random ``id`` (``add_messages`` gives one to every message without), so
+two crash-free runs of a message graph never agree: ``state()`` drops the ids of every
+LangChain message in the channel values (``without_message_ids``), and ``state=`` takes a
+function of one thread's channel values for the rest (a timestamp, a run id of your own):
+
+    GraphSubject(ctx, graph, state=lambda values: {"messages": values["messages"]})
+
 LangGraph is imported only when one of these is used: ``pip install 'crashresume[langgraph]'``.
 """
 
@@ -99,6 +106,20 @@ def checkpointer_state(checkpointer: Any, *, prefix: str = "") -> dict[str, Any]
     return state
 
 
+def without_message_ids(value: Any) -> Any:
+    """``value`` with the ``id`` of every LangChain message in it set to ``None``, looking
+    inside dicts, lists and tuples (the rest is returned as it is)."""
+    from langchain_core.messages import BaseMessage
+
+    if isinstance(value, BaseMessage):
+        return value.model_copy(update={"id": None}) if value.id is not None else value
+    if isinstance(value, dict):
+        return {key: without_message_ids(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(without_message_ids(item) for item in value)
+    return value
+
+
 class GraphSubject:
     """A conform subject that runs one LangGraph thread per input (see the module docstring).
 
@@ -106,6 +127,8 @@ class GraphSubject:
     share one checkpointer (a PostgreSQL one, say), so that each sees only its own threads.
     ``invoke`` holds keyword arguments for every ``graph.invoke``, e.g.
     ``{"durability": "sync"}`` to checkpoint each superstep before the next one starts.
+    ``state`` maps one thread's channel values (message ids already dropped) to what the
+    harness compares, e.g. to leave out a field that differs from run to run.
     """
 
     def __init__(
@@ -117,6 +140,7 @@ class GraphSubject:
         initial: Callable[[Any], Any] = lambda item: item,
         prefix: str = "",
         invoke: dict[str, Any] | None = None,
+        state: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.ctx = ctx
         self.invoke_options = dict(invoke or {})
@@ -124,6 +148,7 @@ class GraphSubject:
         self.thread_id = thread_id
         self.initial = initial
         self.prefix = prefix
+        self.normalise = state
         if getattr(graph, "checkpointer", None) is None:
             raise UsageError(
                 "GraphSubject needs a graph compiled with a checkpointer, e.g. "
@@ -145,4 +170,11 @@ class GraphSubject:
         return self.graph.invoke(None, config, **self.invoke_options)
 
     def state(self) -> dict[str, Any]:
-        return checkpointer_state(self.graph.checkpointer, prefix=self.prefix)
+        threads = checkpointer_state(self.graph.checkpointer, prefix=self.prefix)
+        normalise = self.normalise
+        return {
+            thread: without_message_ids(values)
+            if normalise is None
+            else normalise(without_message_ids(values))
+            for thread, values in threads.items()
+        }
