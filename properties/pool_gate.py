@@ -22,6 +22,7 @@ process that a worker of a supervisor process of its own would never have had.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import random
@@ -176,6 +177,8 @@ class ChildSetup:
         log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(log_fd, 2)
         os.close(log_fd)
+        # a worker the runner finds silent is asked for its threads' stacks (silence.py)
+        faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         # every backoff its full length, as the suite's other workers have it (rand=0)
         random.random = _no_jitter

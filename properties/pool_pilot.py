@@ -93,7 +93,7 @@ class PoolPilot(Pilot):
             if left <= 0:
                 raise TimeoutError(
                     f"pool worker {self.start.label} ({self.pid}) silent {timeout}s: "
-                    + describe(self.pid, self.world.url)
+                    + describe(self.pid, self.world.url, self.world.setup.log_path)
                 )
             ready, _, _ = select.select(fds, [], [], min(left, POLL if pipe is None else 1.0))
             if gates.listener.fileno() in ready:

@@ -9,6 +9,9 @@ runner gives up, so a rare silence seen once in CI explains itself.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import time
 from pathlib import Path
 
 from agent_runtime.store import db
@@ -45,8 +48,40 @@ def _sessions(url: str) -> str:
     return "sessions: " + ("; ".join(said) if said else "none busy")
 
 
-def describe(pid: int, url: str) -> str:
-    """One paragraph on a worker that went silent."""
+def _catches(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has a handler for ``signum`` (its SigCgt mask in /proc)."""
+    for line in _proc(pid, "status").splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+def stacks(pid: int, log: Path) -> str:
+    """The Python stacks of ``pid``'s threads, dumped by faulthandler into ``log`` (the
+    pool workers' stderr, see pool_gate.ChildSetup) on SIGUSR1; "" if it has no handler."""
+    if not _catches(pid, signal.SIGUSR1):
+        return ""
+    size = log.stat().st_size if log.exists() else 0
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGUSR1)
+    for _ in range(50):  # its dump is written by a C handler at once, if it runs at all
+        time.sleep(0.02)
+        if log.exists() and log.stat().st_size > size:
+            break
+    with contextlib.suppress(OSError), log.open("rb") as f:
+        f.seek(size)
+        return "; stacks:\n" + f.read(20000).decode(errors="replace")
+    return ""
+
+
+def describe(pid: int, url: str, log: Path | None = None) -> str:
+    """One paragraph on a worker that went silent (and its stacks, given its ``log``)."""
+    if log is not None:
+        return _describe(pid, url) + stacks(pid, log)
+    return _describe(pid, url)
+
+
+def _describe(pid: int, url: str) -> str:
     with contextlib.suppress(OSError):
         load = Path("/proc/loadavg").read_text().split()[:3]
         return f"{_process(pid)}; load={' '.join(load)}; {_sessions(url)}"

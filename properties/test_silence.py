@@ -6,11 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from agent_runtime.store import db
 
 from .server import SuiteDatabase
-from .silence import describe
+from .silence import describe, stacks
 
 
 def test_a_stopped_worker_waiting_on_a_row_lock_is_described_as_such(
@@ -52,3 +53,28 @@ def test_a_database_that_cannot_be_read_does_not_hide_the_silence() -> None:
     said = describe(os.getpid(), "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1")
     assert "state='R (running)'" in said
     assert "sessions: unreadable (" in said
+
+
+def test_a_silent_worker_with_a_stack_handler_shows_where_it_waits(tmp_path: Path) -> None:
+    log = tmp_path / "workers.log"
+    code = (
+        "import faulthandler, os, signal, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
+        "faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True)\n"
+        "def stuck_in_a_wait():\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(60)\n"
+        "stuck_in_a_wait()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(log)], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        said = stacks(child.pid, log)
+        assert "stuck_in_a_wait" in said, said
+        assert child.poll() is None  # asked, not killed
+    finally:
+        child.kill()
+        child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
+    assert stacks(os.getpid(), log) == ""  # no handler: never signalled (it would kill)

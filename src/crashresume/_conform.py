@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from crashresume._arguments import check_arguments, check_only, positive_int
 from crashresume._context import Context
 from crashresume._errors import BaselineError, UsageError
 from crashresume._faultplan import check_faults, fault_runs, run_faults, wanted_fault
@@ -54,41 +55,6 @@ def _executor(mode: str, workers: int, timeout: float | None) -> Executor:
 
         return ProcessPool(workers, timeout)
     raise UsageError(f"mode={mode!r} is not a mode; use one of {', '.join(map(repr, MODES))}")
-
-
-def _positive_int(name: str, value: Any, advice: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{name}={value!r}: {advice}")
-
-
-def _check_arguments(make_agent: Any, inputs: Any, crashes: Any, timeout: Any) -> list[Any]:
-    if not callable(make_agent):
-        raise UsageError(
-            f"make_agent must be callable as make_agent(ctx) and return the subject; got "
-            f"{type(make_agent).__name__!r}. Pass the factory itself, not its result."
-        )
-    if isinstance(inputs, str | bytes):
-        raise UsageError(
-            f"inputs must be a list of inputs, not a single {type(inputs).__name__}; "
-            f"did you mean inputs=[{inputs!r}]?"
-        )
-    if not isinstance(inputs, Iterable):
-        raise UsageError(f"inputs must be a list of inputs; got {type(inputs).__name__!r}")
-    if crashes is not None:
-        _positive_int(
-            "crashes",
-            crashes,
-            "use 1 (one crash per scenario) or more (crashes=2 also crashes once during each "
-            "recovery)",
-        )
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
-    ):
-        raise UsageError(
-            f"timeout={timeout!r}: give the seconds one start may take (e.g. timeout=30), "
-            "or None for no limit"
-        )
-    return list(inputs)
 
 
 def conform(
@@ -175,12 +141,12 @@ def _conform(
     expect: Any,
     at_most_once: Any,
 ) -> Report:
-    items = _check_arguments(make_agent, inputs, crashes, timeout)
+    items = check_arguments(make_agent, inputs, crashes, timeout)
     fault_kinds = check_faults(faults)
     rules = check_rules(expect, at_most_once)
-    _positive_int("workers", workers, "use 1 (serial) or more scenarios at a time")
+    positive_int("workers", workers, "use 1 (serial) or more scenarios at a time")
     kinds = scenario_kinds(scenarios)
-    _positive_int(
+    positive_int(
         "repeat", repeat, "run each scenario 1 (default) or more times, e.g. repeat=20 for a race"
     )
     if explore == "hypothesis" and (repeat != 1 or kinds != DEFAULT_KINDS):
@@ -271,7 +237,7 @@ def _run_plan(
         )
         return report
     if explore == "hypothesis":
-        _positive_int("max_examples", max_examples, "draw at least one schedule")
+        positive_int("max_examples", max_examples, "draw at least one schedule")
         used, examples = explore_hypothesis(
             executor,
             make_agent,
@@ -288,7 +254,7 @@ def _run_plan(
     points: list[tuple[Point, ...]] = [(point,) for point in points_for(base.calls)]
     if wanted is not None:
         if wanted:
-            _check_only(only, wanted, base.calls)
+            check_only(only, wanted, base.calls)
         points, crashes = [wanted] if wanted else [], 0
     if "crash" in lives.kinds and points:
         if lives.repeat > 1:
@@ -300,7 +266,7 @@ def _run_plan(
             _explore(executor, make_agent, items, roots, crashes, judge, report)
     if "overlap" in lives.kinds and (wanted is None or lives.only is not None):
         if lives.only is not None:
-            _check_only(overlap_id(lives.only), (lives.only,), base.calls)
+            check_only(overlap_id(lives.only), (lives.only,), base.calls)
         frozen = points_for(base.calls) if lives.only is None else [lives.only]
         explore_overlaps(
             executor,
@@ -359,14 +325,6 @@ def _baselines_hung(
     if hung:
         report.notes.append("crash scenarios were skipped: a baseline did not finish in time")
     return hung
-
-
-def _check_only(only: str | None, wanted: tuple[Point, ...], calls: int) -> None:
-    if wanted[0].call > calls:
-        raise UsageError(
-            f"only={only!r} names effect call {wanted[0].call}, but the baseline made "
-            f"{calls} effect call(s): use a scenario id with k from 1 to {calls}"
-        )
 
 
 def _explore(

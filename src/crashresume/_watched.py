@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crashresume._context import Context
+from crashresume._faults import make_context
 from crashresume._plan import R, SerialExecutor
 from crashresume._runner import Factory, Holder, live
 from crashresume._watchdog import CRASH_GRACE, InProcessRunner
@@ -97,7 +98,7 @@ class _Loop:
         try:
             while self.generation == generation and (spec := self._next_spec()) is not None:
                 threading.current_thread().name = f"crashresume start {spec.run_id}"
-                ctx = Context(spec.run_id, spec.log, spec.crash)
+                ctx = make_context(Context, spec.run_id, spec.log, spec.crash, spec.fault)
                 holder = Holder()
                 with self.cond:
                     if self.generation != generation:
