@@ -16,6 +16,7 @@ that parked it (:meth:`PoolWorld.kind_of`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import warnings
@@ -158,6 +159,17 @@ class PoolWorld:
             if proc.channel is not None and not proc.ready and not proc.hung_up:
                 proc.channel.poll(READY_WAIT)
         self.reap(s)
+        # Its watchdog runs at most twice a poll of real time: left to that, whether a sweep
+        # event kills a hung worker would depend on how busy the machine is. A sweep event
+        # is a poll's worth of time, so it always watches, here, where the world hears the
+        # deaths it causes (the sweep's own reap would take them in unheard).
+        supervisor._next_watch = 0.0
+        try:
+            if supervisor.watch():
+                self.reap(s)
+        except DatabaseError:  # its loop's answer: log, reconnect, go on (the sweep below)
+            supervisor._reconnect()
+        supervisor._next_watch = math.inf  # the sweep below does not watch again
         if s in self.due:
             self.due.remove(s)
         with warnings.catch_warnings():

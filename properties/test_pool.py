@@ -292,3 +292,21 @@ def test_a_pool_worker_that_keeps_its_first_runs_agent_is_caught(
         Event(op="start", run=1),
     ]
     assert "[pool_agent] run r1" in _violation(pool_runner, events)
+
+
+def test_the_supervisor_watches_for_hung_workers_at_every_sweep_event(
+    pool_runner: PoolRunner,
+) -> None:
+    """Its watchdog runs at most twice a poll of real time; a sweep event is a poll's worth
+    of time, so it kills the frozen worker whose lease ran out at the first sweep after, on
+    a quiet machine as on a busy one (else the worker lives on to find its lease lost)."""
+    story = [
+        Event(op="start", run=0, agent="support"),
+        Event(op="stall", run=0, point="after_intent", seq=1),
+        Event(op="tick", seconds=13.0),
+        Event(op="sweep"),
+    ]
+    for _ in range(2):
+        outcome, trace = _run(pool_runner, story)
+        assert not isinstance(outcome, str), outcome
+        assert "waiting w1 ended: crashed" in "\n".join(trace), "\n".join(trace)
