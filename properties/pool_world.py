@@ -306,6 +306,8 @@ class PoolWorld:
             return "NeedsAttention"
         if code == 5:  # refused its run, same generation: parked or cancelled before it began
             return "RunUnavailable"
+        if code == 4 and tenure.pid in self.poisoned:  # its connection died with the server:
+            return "DatabaseError"  # whatever else happened to its run meanwhile (a cancel)
         failure = row["failure"] or ""
         if failure.startswith("the worker exited with code"):  # it could not say why itself
             return "DatabaseError"

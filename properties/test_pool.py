@@ -310,3 +310,20 @@ def test_the_supervisor_watches_for_hung_workers_at_every_sweep_event(
         outcome, trace = _run(pool_runner, story)
         assert not isinstance(outcome, str), outcome
         assert "waiting w1 ended: crashed" in "\n".join(trace), "\n".join(trace)
+
+
+def test_a_worker_the_database_crash_stopped_after_a_cancel_is_explained_by_the_crash(
+    pool_runner: PoolRunner,
+) -> None:
+    """The database crashes under a pool worker waiting to write its intent, then the
+    operator cancels the run: the worker's next write meets its dead connection (exit 4,
+    resumable) before it could learn of the cancel (exit 5). The crash explains it (the
+    ci profile's hunt found this false alarm)."""
+    events = [
+        Event(op="start", run=0),
+        Event(op="db_crash", run=0, point="before_intent"),
+        Event(op="cancel", run=0),
+    ]
+    outcome, trace = _run(pool_runner, events)
+    assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
+    assert outcome["r0"]["status"] == "cancelled"
