@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from datetime import datetime
 
-from . import baseline, invariants
+from . import baseline, invariants, sqlfile
 from .attempts import attempts_truth
 from .baseline import Baseline
 from .claimlog import claim_owners
@@ -243,8 +243,15 @@ class Checks(Driving):
         ]
 
     def _settling(self) -> dict[str, Baseline]:
-        """The runs the teardown must have finished, each with its baseline."""
-        return self.baselines()
+        """The runs the teardown must have finished, each with its baseline: all but those
+        a permanent error failed for good (``_check_failed`` saw each fail as it must)."""
+        found = sqlfile.rows(self.conn, "statuses") if self.failed_for_good else []
+        statuses = {row["id"]: row["status"] for row in found}
+        return {
+            r: b
+            for r, b in self.baselines().items()
+            if not (r in self.failed_for_good and statuses.get(r) == "failed")
+        }
 
     def check_final(self) -> None:
         now = self.observe()

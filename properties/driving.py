@@ -33,6 +33,8 @@ from .violations import Violation
 MAX_GATES: Final = 400  # gates one drive may pass before the worker is declared stuck
 MODEL_ERRORS: Final = frozenset({"MalformedAnswer", "UnknownTool", "InvalidArguments"})
 FENCED: Final = frozenset({"LeaseLost", "StaleGeneration"})
+# permanent errors a schedule can cause: the worker fails the run for good
+PERMANENT: Final = frozenset({"TooManyBadAnswers"})
 NOBODY_BEATS: Final = "nobody beats"  # a tick, sweep or heartbeat no worker renewed at
 
 
@@ -49,6 +51,7 @@ class WorkerRec:
     label: str
     run: str
     pilot: Pilot
+    settings: Settings  # as the runner's were when it started (a configure event's)
     generation: int | None = None
     state: str = "running"  # running | paused | exited
     frozen: bool = False  # stalled: stopped where it stands, its heartbeat too
@@ -108,6 +111,7 @@ class Driving(ABC):
         self.bad_answers_issued = 0  # model fault answers armed by the schedule
         self.bad_answers_used = 0  # ... and explained so far
         self.failures_armed = 0  # requests the remotes' knobs were armed to fail, in all
+        self.failed_for_good: set[str] = set()  # runs a permanent error failed, as it must
 
     @abstractmethod
     def _pilot(self, start: Start) -> Pilot:
@@ -123,7 +127,9 @@ class Driving(ABC):
         return f"w{len(self.workers) + 1}"
 
     def _pilot_rec(self, start: Start) -> WorkerRec:
-        w = WorkerRec(label=start.label, run=start.run_id, pilot=self._pilot(start))
+        w = WorkerRec(
+            label=start.label, run=start.run_id, pilot=self._pilot(start), settings=self.settings
+        )
         if start.lease is not None:
             w.generation = start.lease.generation
         self.workers.append(w)
@@ -319,6 +325,8 @@ class Driving(ABC):
         w.deciding = None
         if expected and kind_is_outage(message.kind) and not w.dropped:
             self._check_released(w, message)
+        if expected and message.kind in PERMANENT and not w.dropped:
+            self._check_failed(w, message)
         if not expected:
             detail = f": {message.detail}" if message.detail else ""
             self.problems.append(
@@ -350,15 +358,21 @@ class Driving(ABC):
                 return True
             return False
         if kind == "RemoteUnavailable":  # every attempt of one call failed
-            return self.failures_armed >= self.settings.tool_retries + 1
+            return self.failures_armed >= w.settings.tool_retries + 1
+        if kind == "TooManyBadAnswers":  # more answers had a call refused than it may show
+            row = sqlfile.one(self.conn, "failed_run", {"run": w.run})
+            return row is not None and row["bad_answers"] > w.settings.max_bad_answers
         if kind == "CallInFlight":  # a checked call whose earlier attempt may still land
             found = sqlfile.one(self.conn, "in_flight_release", {"run": w.run})
             return bool(found and found["explained"])
         if kind == "NeedsAttention":  # parked, or found parked
             return self._status(w.run) == "needs_attention"
         if kind == "RunUnavailable":  # found parked, or cancelled before it began (pool mode:
-            # the operator's cancel between the supervisor's claim and the worker's adoption)
-            return self._status(w.run) in ("needs_attention", "cancelled")
+            # the operator's cancel between the supervisor's claim and the worker's adoption),
+            # or failed for good by a permanent error the schedule caused
+            status = self._status(w.run)
+            failed = status == "failed" and w.run in self.failed_for_good
+            return failed or status in ("needs_attention", "cancelled")
         if kind == "BackingOff":  # a restart of a run released on an error, before its wait
             row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
             waiting = row is not None and row["owner"] is None and row["lease_expires_at"]
@@ -383,6 +397,28 @@ class Driving(ABC):
                 f"{w.label} stopped with {message.kind} holding generation {row['generation']}, "
                 f"yet the run is {row['status']}, owned by {row['owner']}, lease until "
                 f"{backoff}: a resumable stop frees the run until its backoff has passed",
+            )
+        )
+
+    def _check_failed(self, w: WorkerRec, message: Exit) -> None:
+        """A permanent error of the run's owner fails the run for good, at once: failed, no
+        owner, no lease, the error as its reason."""
+        row = sqlfile.one(self.conn, "failed_run", {"run": w.run})
+        if row is None or row["generation"] != self._generation(w):
+            return  # taken over meanwhile: its failure is fenced, and fails nothing
+        failed = row["status"] == "failed" and row["owner"] is None
+        if failed and row["lease_expires_at"] is None and message.kind in (row["failure"] or ""):
+            self.failed_for_good.add(w.run)
+            return
+        self.problems.append(
+            Violation(
+                "failed",
+                w.run,
+                w.gate.seq if w.gate else None,
+                f"{w.label} stopped with {message.kind} holding generation {row['generation']}, "
+                f"yet the run is {row['status']}, owned by {row['owner']}, lease until "
+                f"{row['lease_expires_at']}, failure {row['failure']!r}: a permanent error "
+                "fails the run at once, for good",
             )
         )
 

@@ -46,7 +46,7 @@ from agent_runtime.crash import CRASH_POINTS
 from . import scope
 from .agents import DEFAULT_KIND, KINDS
 from .driving import Stats
-from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
+from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, TUNABLE, Event, Schedule, program, run_id
 from .minimise import first_failure, minimise
 from .operator_rules import OperatorRules
 from .profiles import profile_settings
@@ -186,6 +186,13 @@ class ScheduleMachine(OperatorRules, RuleBasedStateMachine):
     def resolve(self, pick: int) -> None:
         """An operator resolves a parked run's call in doubt (its workers are gone)."""
         self._do(Event(op="resolve", run=self._pick("parked", pick)))
+
+    @rule(setting=st.sampled_from(tuple(TUNABLE)), n=st.integers(0, 3))
+    def configure(self, setting: str, n: int) -> None:
+        """Workers started from now on run with other settings, as a deployment sets them
+        (no retry of a failed request, production's three, a run failed at its second bad
+        answer): every oracle judges a worker by its own."""
+        self._do(Event(op="configure", setting=setting, n=n))
 
     @precondition(lambda self: self._can("active"))
     @rule(pick=PICK)

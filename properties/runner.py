@@ -100,6 +100,7 @@ class ScheduleRunner(NoSupervisor, Operators):
             model_url=f"{remotes.model_url}/v1",  # Chat Completions' base; /v1/decide's too
             database_url=url,
         )
+        self.base_settings = self.settings  # what a configure event changes, per example
         self.conn = db.connect(url, application_name="properties.runner")
         db.ensure_schema(self.conn)
         self.stats = Stats()
@@ -112,6 +113,7 @@ class ScheduleRunner(NoSupervisor, Operators):
     # -- lifecycle -----------------------------------------------------------------------------
 
     def _clear(self) -> None:
+        self.settings = self.base_settings
         self._clear_workers()
         self.shadow = Shadow()
         self.gen_before: dict[str, int] = {}
@@ -305,6 +307,12 @@ class ScheduleRunner(NoSupervisor, Operators):
             self._wait(old, frozen=False)  # alive, merely outpaced: a zombie from now on
         self.stats.restarts += 1
         return self._launch(self._start(run, takeover=True))
+
+    def _on_configure(self, e: Event) -> str:
+        """Workers started from now on run with the new setting (a deployment's)."""
+        assert e.setting is not None and e.n is not None
+        self.settings = self.settings.with_changes(**{e.setting: e.n})
+        return f"workers from now on: {e.setting}={e.n}"
 
     def _on_tick(self, e: Event) -> str:
         assert e.seconds is not None

@@ -59,7 +59,7 @@ from .runner import SETTINGS, ScheduleRunner
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
 STEP_STORIES: Final = (
     "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
-    "held_retried",
+    "held_retried", "gave_up", "no_retries",
 )  # fmt: skip
 READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
 READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
@@ -154,6 +154,25 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="model_fault", fault="malformed", n=2),
             Event(op="step", run=0),
             Event(op="restart", run=0),
+        )
+    if how == "gave_up":  # workers that show the model one bad answer; it gives two: the
+        return (  # run fails for good, and a restart and a sweep must leave it failed
+            Event(op="configure", setting="max_bad_answers", n=1),
+            start,
+            Event(op="pause", run=0, point="before_decide", seq=seq),
+            Event(op="model_fault", fault="unknown_tool", n=2),
+            Event(op="step", run=0),
+            Event(op="restart", run=0),
+            Event(op="sweep"),
+        )
+    if how == "no_retries":  # workers configured to send a request once: one failed
+        return (  # request stops the step (resumably), and the next worker gets through
+            Event(op="configure", setting="tool_retries", n=0),
+            start,
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="cloud_fault", fault=fault, n=1),
+            Event(op="step", run=0),
+            Event(op="sweep"),
         )
     if how in ("remote_fault", "outage"):
         # remote_fault: one failed request, which the client's own retry gets past (the
@@ -289,7 +308,7 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                 if how in STEP_STORIES:
                     if how in READ_STORIES and tool != READ_TOOL:
                         continue
-                    if tool != "done" or how == "bad_answers":
+                    if tool != "done" or how in ("bad_answers", "gave_up"):
                         events = story(kind, how, "", seq, tool)
                         yield Cell(how=how, kind=kind, point="", seq=seq, events=events)
                     continue

@@ -123,6 +123,9 @@ def test_a_reads_failed_request_must_not_park_the_run(
         ("adopt_lease:flip_comparison:50e6447b", "overtaken", "provisioning", 0, "[claim_owner]"),
         # ... or every run's claim of its generation
         ("adopt_lease:drop_conjunct:fdf6d3f5", "adopted_db_crash", "provisioning", 0, "[claim"),
+        # a permanent error's failure fenced by the wrong generation, or failing other runs
+        ("fail_run:flip_comparison:dfeaa360", "gave_up", "support", 1, "[failed] run r0"),
+        ("fail_run:flip_comparison:e4fa8639", "gave_up", "provisioning", 0, "[failed] run r0"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(
