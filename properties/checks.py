@@ -165,6 +165,7 @@ class Checks(Driving):
         """Every claim recorded its reason truthfully (schema.sql, run_claims.reason)."""
         found: list[Violation] = []
         alive = {w.pilot.owner for w in self.workers if w.alive}
+        gone = {w.pilot.owner for w in self.workers if w.pilot.gone}
         before = self.previous.runs if self.previous is not None else {}
         for c in now.claims:
             if (c.run, c.generation) in self.claims_seen:
@@ -179,6 +180,11 @@ class Checks(Driving):
                 wrong = f"claimed {c.previous_owner}'s lease as expired while it still ran"
             elif c.reason == "owner_dead" and c.previous_owner in alive:
                 wrong = f"recorded {c.previous_owner} as proved dead while its worker lives"
+            elif c.reason == "forced" and c.previous_owner in gone:
+                wrong = (
+                    f"fenced {c.previous_owner} out as if alive, though its process is gone "
+                    "(the owner's pid probe must prove it dead)"
+                )
             elif c.reason in ("first", "handed_back") and c.previous_owner is not None:
                 wrong = f"recorded a claim from {c.previous_owner} as {c.reason}"
             if wrong:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import queue
-import socket
+import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -34,6 +34,7 @@ from psycopg.rows import dict_row
 
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan, InjectedCrash
+from agent_runtime.hostid import host_identity
 from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease, RunTask
@@ -132,7 +133,7 @@ class Start:
 
 def owner_of(label: str, pid: int | None = None) -> str:
     """``host:pid:label``: the runtime's owner-token shape, with a readable nonce."""
-    return f"{socket.gethostname()}:{pid or os.getpid()}:{label}"
+    return f"{host_identity()}:{pid or os.getpid()}:{label}"
 
 
 def build_worker(
@@ -259,6 +260,38 @@ class Pilot(ABC):
     def abandon(self) -> None:
         """Make sure the worker is gone (cleanup); safe to call twice."""
 
+    @property
+    def gone(self) -> bool:
+        """Whether the process its owner token names is provably gone (False: alive, or
+        not known here)."""
+        return False
+
+
+class Body:
+    """The process an in-process worker's owner token names. Its workers are threads of one
+    process, whose pid proves nothing (``owner_is_dead`` never calls its own process dead),
+    so each gets a stand-in (``sleep``) that lives while the worker does and is killed when
+    it ends: reaped (its pid gone), or left a zombie until cleanup when the schedule killed
+    the worker (a ``crash`` with ``kill``) -- the two deaths the runtime's probe must see."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            ["sleep", "infinity"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.pid = self._proc.pid
+        self.gone = False
+
+    def end(self, *, reap: bool) -> None:
+        if not self.gone:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+            self.gone = True
+        if reap:
+            self._proc.wait()
+
 
 # -- in-process ----------------------------------------------------------------------------
 
@@ -367,7 +400,10 @@ class ThreadPilot(Pilot):
     ) -> None:
         self.start = start
         self._support_url = support_url
-        self.owner = owner_of(start.label)  # on a claimed lease it adopts it, as in the pool
+        self.body = Body()
+        self._killed = False  # the schedule killed it (SIGKILL): its body stays a zombie
+        # on a claimed lease it adopts it, as in the pool
+        self.owner = owner_of(start.label, self.body.pid)
         # SimpleQueue: a C handoff, without queue.Queue's Python-level Condition per put/get
         self._inbox: queue.SimpleQueue[Message | Stop] = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue[Action] = queue.SimpleQueue()
@@ -427,6 +463,7 @@ class ThreadPilot(Pilot):
             with contextlib.suppress(Exception):
                 self._worker.close_clients()
             self._pool.give_back(self._conn, healthy=not self.dropped)
+            self.body.end(reap=not self._killed)
             self._inbox.put(message)
 
     def next(self, timeout: float = MESSAGE_TIMEOUT) -> Message:
@@ -471,13 +508,19 @@ class ThreadPilot(Pilot):
         return message
 
     def reply(self, action: Action) -> None:
+        self._killed = self._killed or action == "kill"
         self._outbox.put("go" if action == "go" else "crash")
+
+    @property
+    def gone(self) -> bool:
+        return self.body.gone
 
     def beat(self) -> Beat:
         return beat(self._worker)  # the worker's thread waits at a gate meanwhile
 
     def abandon(self) -> None:
         if self._ended:
+            self.body.end(reap=True)
             return
         deadline = time.monotonic() + ABANDON_WAIT
         while self._thread.is_alive() and time.monotonic() < deadline:
@@ -486,6 +529,7 @@ class ThreadPilot(Pilot):
         if self._thread.is_alive():  # stuck outside a gate: a daemon thread, left behind
             log.warning("worker %s did not stop within %ss", self.start.label, ABANDON_WAIT)
         self._ended = True
+        self.body.end(reap=True)
 
 
 @dataclass(eq=False, kw_only=True)

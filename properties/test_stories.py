@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import Lease
+from agent_runtime.loop import claiming, lease
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.queries import runtime_queries, split_named
 from agent_runtime.tools.acting import Actor
@@ -141,3 +142,23 @@ def test_a_story_catches_the_sql_slip_it_was_written_for(
     assert failure(runner, events) == ""
     plant_sql(monkeypatch, f"sql/queries.sql:{mutant}")
     assert caught in failure(runner, events)
+
+
+@pytest.mark.parametrize("kill", [False, True])
+def test_a_restart_proves_its_crashed_predecessor_dead(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, kill: bool
+) -> None:
+    """An in-process worker's token names a process of its own, which dies with it: reaped
+    (its pid gone), or killed and left a zombie; the takeover must record the owner as
+    proved dead, not fenced out as if it still ran."""
+    events = (
+        Event(op="start", run=0),
+        Event(op="crash", run=0, point="after_intent", seq=0, kill=kill),
+        Event(op="restart", run=0),
+    )
+    assert failure(runner, events) == ""
+    if kill:  # a zombie answers kill(pid, 0): only /proc tells it is dead
+        monkeypatch.setattr(lease, "_is_zombie", lambda pid: False)
+    else:  # the pid probe proves nothing
+        monkeypatch.setattr(claiming, "owner_is_dead", lambda owner: False)
+    assert "[claim_truth] run r0" in failure(runner, events)
