@@ -327,6 +327,10 @@ class Driving(ABC):
             self._check_released(w, message)
         if expected and message.kind in PERMANENT and not w.dropped:
             self._check_failed(w, message)
+        if w.pilot.leaked:
+            self.problems.append(
+                Violation("leak", w.run, None, f"{w.label} ended, leaving open {w.pilot.leaked}")
+            )
         if not expected:
             detail = f": {message.detail}" if message.detail else ""
             self.problems.append(

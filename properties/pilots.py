@@ -266,6 +266,12 @@ class Pilot(ABC):
         not known here)."""
         return False
 
+    @property
+    def leaked(self) -> str:
+        """What the worker, once ended, left open that it should have closed ("": nothing,
+        or not known here: a process's connections die with it)."""
+        return ""
+
 
 class Body:
     """The process an in-process worker's owner token names. Its workers are threads of one
@@ -374,11 +380,20 @@ class ConnectionPool:
         return shared
 
 
+# The in-process worker whose thread (its own, or the runner's during its beat) runs now:
+# a heartbeat's close() of the shared connection is told to it.
+_current = threading.local()
+
+
 class _SharedConnection(psycopg.Connection[db.Row]):
-    """A connection its users cannot close; its owner closes it with :meth:`really_close`."""
+    """A connection its users cannot close; its owner closes it with :meth:`really_close`.
+    A user's close() is noted on the in-process worker that made it (a heartbeat that
+    never closes its connection leaks one per run in production)."""
 
     def close(self) -> None:
-        return None
+        pilot = getattr(_current, "pilot", None)
+        if isinstance(pilot, ThreadPilot):
+            pilot.heartbeat_open = False
 
     def really_close(self) -> None:
         with contextlib.suppress(Exception):
@@ -411,6 +426,8 @@ class ThreadPilot(Pilot):
         self._conn = pool.take(start.label)
         self.backend_pid = self._conn.info.backend_pid
         self.dropped = False  # set by the runner when it terminates this backend
+        self._heartbeat: db.Connection | None = None  # the last one its heartbeat made
+        self.heartbeat_open = False  # ... and not closed since
         self._worker = build_worker(
             variant,
             self._conn,
@@ -420,7 +437,7 @@ class ThreadPilot(Pilot):
             support_url=support_url,
             transports=transports,
             sleep=lambda seconds: None,
-            heartbeat_connect=pool.heartbeat_connect,
+            heartbeat_connect=self._heartbeat_connect,
         )
         self._ended = False
         self._steer: _Steer | None = None  # the drive under way, run at the worker's gates
@@ -428,6 +445,20 @@ class ThreadPilot(Pilot):
             target=self._body, name=f"properties-{start.label}", daemon=True
         )
         self._thread.start()
+
+    def _heartbeat_connect(self) -> db.Connection:
+        conn = self._heartbeat = self._pool.heartbeat_connect()
+        self.heartbeat_open = True
+        return conn
+
+    @property
+    def leaked(self) -> str:
+        """What the ended worker left open: its heartbeat's connection, if it never closed
+        it while the connection still worked."""
+        conn = self._heartbeat
+        if self.heartbeat_open and conn is not None and not (conn.closed or conn.broken):
+            return "its heartbeat's database connection"
+        return ""
 
     def _gate(self, point: str, seq: int) -> None:
         gate = Gate(point=point, seq=seq)
@@ -453,6 +484,7 @@ class ThreadPilot(Pilot):
 
     def _body(self) -> None:
         message: Message = Exit(kind=DONE)
+        _current.pilot = self
         try:
             enter(self._worker, self.start, self._support_url)
         except InjectedCrash:
@@ -516,7 +548,11 @@ class ThreadPilot(Pilot):
         return self.body.gone
 
     def beat(self) -> Beat:
-        return beat(self._worker)  # the worker's thread waits at a gate meanwhile
+        _current.pilot = self
+        try:
+            return beat(self._worker)  # the worker's thread waits at a gate meanwhile
+        finally:
+            _current.pilot = None
 
     def abandon(self) -> None:
         if self._ended:

@@ -162,3 +162,18 @@ def test_a_restart_proves_its_crashed_predecessor_dead(
     else:  # the pid probe proves nothing
         monkeypatch.setattr(claiming, "owner_is_dead", lambda owner: False)
     assert "[claim_truth] run r0" in failure(runner, events)
+
+
+def test_a_worker_that_ends_closes_its_heartbeats_connection(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartbeat that forgets its connection without closing it leaks one per run: in
+    production, until the database refuses connections."""
+    events = (Event(op="start", run=0), Event(op="tick", seconds=3.0), Event(op="step", run=0))
+    assert failure(runner, events) == ""
+
+    def forget(self: lease.Heartbeat) -> None:
+        self._conn = None  # dropped, never closed
+
+    monkeypatch.setattr(lease.Heartbeat, "_disconnect", forget)
+    assert "[leak] run r0" in failure(runner, events)
