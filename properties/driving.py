@@ -345,8 +345,8 @@ class Driving(ABC):
 
     def _expected(self, w: WorkerRec, message: Exit) -> bool:
         kind = message.kind
-        if kind == DONE:
-            return True
+        if kind == DONE:  # it returned: the run is done (or was), never stopped short
+            return self._status(w.run) not in ("cancelled", "failed", "needs_attention")
         if kind == CRASHED:
             return w.crashed_by_us
         if kind in FENCED:

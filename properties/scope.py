@@ -15,7 +15,8 @@ crash-free baseline and every crash point of that step:
   worker's heartbeat finds out, and it goes on;
 - ``woken``: the worker freezes there, is swept, and wakes into a remote's outage;
 - ``cancelled``: an operator cancels the run while the worker waits there, the worker
-  goes on, a sweep comes by (nothing of it may be accepted, nobody may claim it);
+  goes on, a sweep comes by, someone resumes the run (nothing of it may be accepted,
+  nobody may claim it, the resume is refused);
 - ``db_crash``: the database crashes while the worker waits there;
 
 three stories of an operator (``resolve_confirm``, ``resolve_redo``, ``resolve_fail``):
@@ -126,13 +127,14 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         )
     if how == "db_crash":
         return (start, Event(op="db_crash", run=0, point=point, seq=seq))
-    if how == "cancelled":  # an operator cancels while the worker waits there; it goes on
-        return (
+    if how == "cancelled":  # an operator cancels while the worker waits there; it goes on;
+        return (  # a sweep, and someone's resume of the run, must leave it cancelled
             start,
             Event(op="pause", run=0, point=point, seq=seq),
             Event(op="cancel", run=0),
             Event(op="step", run=0),
             Event(op="sweep"),
+            Event(op="restart", run=0),
         )
     if how in RESOLVE_STORIES:  # frozen at the send, parked by the sweep's worker, decided
         return (

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import Lease
-from agent_runtime.loop import claiming, lease
+from agent_runtime.loop import claiming, lease, worker
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.queries import runtime_queries, split_named
 from agent_runtime.tools.acting import Actor
@@ -177,3 +177,20 @@ def test_a_worker_that_ends_closes_its_heartbeats_connection(
 
     monkeypatch.setattr(lease.Heartbeat, "_disconnect", forget)
     assert "[leak] run r0" in failure(runner, events)
+
+
+def test_a_worker_on_a_cancelled_run_must_not_end_as_if_it_were_done(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = (Event(op="start", run=0), Event(op="cancel", run=0), Event(op="restart", run=0))
+    assert failure(runner, events) == ""
+    claim = claiming.claim_run
+
+    def done_if_cancelled(journal: Journal, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        run = journal.get_run(run_id)
+        if run is not None and run.status == "cancelled":  # as `status <= "done"` would
+            return None
+        return claim(journal, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(worker, "claim_run", done_if_cancelled)
+    assert "[worker] run r0" in failure(runner, events)
