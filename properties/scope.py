@@ -27,15 +27,18 @@ and, once per step, three stories that place a fault themselves: ``bad_answers``
 model answers garbage twice before the step, then the run is restarted), ``remote_fault``
 (one failed request before the step's call: the client's own retry must get past it),
 ``outage`` (every attempt fails: the worker stops resumably and must leave the run free),
+``gave_up`` (workers configured to show one bad answer; the model gives two: the run fails
+for good, and a restart and a sweep leave it failed), ``no_retries`` (workers configured
+not to retry: one failed request stops the step, the next worker gets through),
 ``stale_outage`` (at a read's step only: an outpaced worker's read meets an outage, and its
 stop must free nothing of its successor's run), ``two_runs`` (two runs of the kind at the
 same step, one restarted). A read's step is spoiled with the desk's ``fail_lookups``, every
 other with ``fail_before``.
 
-The order is breadth first: every story at the first step of the first kind (41
+The order is breadth first: every story at the first step of the first kind (43
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 606 schedules (4 kinds x 4 steps x 7
+already as short as it can be; the grid is the same every run: 634 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
 minus the points a step never reaches, the step stories, and the operator's three).
 """
