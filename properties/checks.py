@@ -27,14 +27,14 @@ from . import baseline, invariants, sqlfile
 from .attempts import attempts_truth
 from .baseline import Baseline
 from .claimlog import claim_owners
-from .driving import Driving
+from .endings import Endings
 from .observe import Snapshot, snapshot
 from .remotes import Answer
 from .shadow import Shadow
 from .violations import Violation, raise_if
 
 
-class Checks(Driving):
+class Checks(Endings):
     """The invariants the runner checks; :class:`~properties.runner.ScheduleRunner` applies
     the events between two checks."""
 
