@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import subprocess
 import threading
@@ -70,6 +71,9 @@ class Body:
         if not self.gone:
             with contextlib.suppress(OSError):
                 self._proc.kill()
+            if not reap:  # dead before anyone asks: a zombie now, not a moment later
+                with contextlib.suppress(ChildProcessError):
+                    os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
             self.gone = True
         if reap:
             self._proc.wait()
