@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from agent_runtime.operator.snapshot import list_runs
+
 from . import sqlfile
 from .driving import FENCED, Driving, WorkerRec
 from .pilots import CRASHED, DONE, Exit
@@ -41,6 +43,8 @@ class Endings(Driving):
             self._check_released(w, message)
         if expected and message.kind in PERMANENT and not w.dropped:
             self._check_failed(w, message)
+        if message.kind == CRASHED and w.pilot.gone and self._holds_live_lease(w):
+            self._check_owner_view(w, gone=True)  # its lease is live, its process gone
         if w.pilot.leaked:
             self.problems.append(
                 Violation("leak", w.run, None, f"{w.label} ended, leaving open {w.pilot.leaked}")
@@ -106,6 +110,7 @@ class Endings(Driving):
         backoff = row["lease_expires_at"]
         free = row["owner"] is None and row["status"] == "running"
         if free and backoff is not None and backoff >= row["now"]:
+            self._check_owner_view(w, gone=False)  # it backs off: nobody's owner is gone
             return
         self.problems.append(
             Violation(
@@ -138,4 +143,32 @@ class Endings(Driving):
                 f"{row['lease_expires_at']}, failure {row['failure']!r}: a permanent error "
                 "fails the run at once, for good",
             )
+        )
+
+    def _check_owner_view(self, w: WorkerRec, *, gone: bool) -> None:
+        """The operator's list of runs says the run's owner is gone exactly when it is: an
+        operator takes a run over on that word."""
+        listed = list_runs(self.conn, statuses=["running"], limit=None)
+        said = next((r.owner_gone for r in listed.runs if r.id == w.run), None)
+        if said is None or said == gone:
+            return
+        self.problems.append(
+            Violation(
+                "owner_view",
+                w.run,
+                w.gate.seq if w.gate else None,
+                f"after {w.label} ended ({'its process gone' if gone else 'the run released'}),"
+                f" the operator's list says owner_gone={said}",
+            )
+        )
+
+    def _holds_live_lease(self, w: WorkerRec) -> bool:
+        row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
+        expires = None if row is None else row["lease_expires_at"]
+        return bool(
+            row is not None
+            and row["status"] == "running"
+            and row["owner"] == w.pilot.owner
+            and expires is not None
+            and expires > row["now"]
         )

@@ -16,6 +16,7 @@ import pytest
 
 from agent_runtime import Lease
 from agent_runtime.loop import claiming, lease, worker
+from agent_runtime.operator import views
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.queries import runtime_queries, split_named
 from agent_runtime.tools.acting import Actor
@@ -161,7 +162,8 @@ def test_a_restart_proves_its_crashed_predecessor_dead(
         monkeypatch.setattr(lease, "_is_zombie", lambda pid: False)
     else:  # the pid probe proves nothing
         monkeypatch.setattr(claiming, "owner_is_dead", lambda owner: False)
-    assert "[claim_truth] run r0" in failure(runner, events)
+    found = failure(runner, events)  # the operator's list tells it first, then the claim
+    assert "[owner_view] run r0" in found or "[claim_truth] run r0" in found
 
 
 def test_a_worker_that_ends_closes_its_heartbeats_connection(
@@ -194,3 +196,15 @@ def test_a_worker_on_a_cancelled_run_must_not_end_as_if_it_were_done(
 
     monkeypatch.setattr(worker, "claim_run", done_if_cancelled)
     assert "[worker] run r0" in failure(runner, events)
+
+
+def test_the_operators_list_says_an_owner_is_gone_exactly_when_it_is(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run backing off after an outage has no owner to be gone; a run whose worker died
+    holding a live lease has one (an operator takes a run over on that word)."""
+    events = story("support", "outage", "", 1, "file_ticket")
+    assert failure(runner, events) == ""
+    probe = lease.owner_is_dead
+    monkeypatch.setattr(views, "owner_is_dead", lambda owner: not owner or probe(owner))
+    assert "[owner_view] run r0" in failure(runner, events)
