@@ -86,7 +86,14 @@ class Endings(Driving):
             return row is not None and row["bad_answers"] > w.settings.max_bad_answers
         if kind == "CallInFlight":  # a checked call whose earlier attempt may still land
             found = sqlfile.one(self.conn, "in_flight_release", {"run": w.run})
-            return bool(found and found["explained"])
+            if not (found and found["explained"]):
+                return False
+            # its own intent, and it sent nothing under it: nothing of it can be in flight
+            mine = found["generation"] == self._generation(w)
+            return not mine or any(
+                a.key == found["key"] and a.generation == found["generation"]
+                for a in self.remotes.answers()
+            )
         if kind == "NeedsAttention":  # parked, or found parked
             return self._status(w.run) == "needs_attention"
         if kind == "RunUnavailable":  # found parked, or cancelled before it began (pool mode:

@@ -208,3 +208,23 @@ def test_the_operators_list_says_an_owner_is_gone_exactly_when_it_is(
     probe = lease.owner_is_dead
     monkeypatch.setattr(views, "owner_is_dead", lambda owner: not owner or probe(owner))
     assert "[owner_view] run r0" in failure(runner, events)
+
+
+def test_a_checked_call_is_sent_before_anyone_waits_for_it_to_land(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that waits for its own first attempt to land before sending it (as
+    ``again = checking or attempt <= 1`` would) releases a run nothing of which can be in
+    flight: the wait explains nothing."""
+    events = story("support", "held_retried", "", 2, "send_email")
+    assert failure(runner, events) == ""
+    attempts = Actor._attempts
+
+    def waiting_first(self: Actor, lease: Lease, tool: Any, context: Any, args: Any, call: Any,
+                      **kwargs: Any) -> Any:  # fmt: skip
+        if tool.effect == "checked":
+            self._await_landing(lease, call)
+        return attempts(self, lease, tool, context, args, call, **kwargs)
+
+    monkeypatch.setattr(Actor, "_attempts", waiting_first)
+    assert "stopped with CallInFlight" in failure(runner, events)

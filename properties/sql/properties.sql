@@ -46,9 +46,11 @@ SELECT owner, generation, status, lease_expires_at, cr_now() AS now FROM runs WH
 
 -- name: in_flight_release
 -- A worker that stopped with CallInFlight must have left its run free until a checked
--- call's journaled attempt can no longer land, and that moment must still be ahead.
+-- call's journaled attempt can no longer land, and that moment must still be ahead. The
+-- call's key and the generation that wrote its intent say whose attempt that was.
 SELECT r.owner IS NULL AND r.lease_expires_at >= max(t.lands_by)
-           AND max(t.lands_by) > cr_now() AS explained
+           AND max(t.lands_by) > cr_now() AS explained,
+       max(t.idem_key) AS key, max(t.generation) AS generation
 FROM runs r
 JOIN tool_calls t ON t.run_id = r.id AND t.effect = 'checked' AND t.state = 'intent'
 WHERE r.id = %(run)s
