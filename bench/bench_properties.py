@@ -42,7 +42,7 @@ from agent_runtime.crash import CRASH_POINTS
 from properties import scope
 from properties.driving import Stats
 from properties.events import Event
-from properties.machine import explore
+from properties.exploring import explore
 from properties.runner import ScheduleRunner
 from properties.runners import InProcessRunner, ProcessRunner, suite_database
 from properties.server import SuiteDatabase

@@ -23,18 +23,18 @@ from __future__ import annotations
 from abc import abstractmethod
 from datetime import datetime
 
-from . import baseline, invariants
+from . import baseline, invariants, sqlfile
 from .attempts import attempts_truth
 from .baseline import Baseline
 from .claimlog import claim_owners
-from .driving import Driving
+from .endings import Endings
 from .observe import Snapshot, snapshot
 from .remotes import Answer
 from .shadow import Shadow
 from .violations import Violation, raise_if
 
 
-class Checks(Driving):
+class Checks(Endings):
     """The invariants the runner checks; :class:`~properties.runner.ScheduleRunner` applies
     the events between two checks."""
 
@@ -165,6 +165,7 @@ class Checks(Driving):
         """Every claim recorded its reason truthfully (schema.sql, run_claims.reason)."""
         found: list[Violation] = []
         alive = {w.pilot.owner for w in self.workers if w.alive}
+        gone = {w.pilot.owner for w in self.workers if w.pilot.gone}
         before = self.previous.runs if self.previous is not None else {}
         for c in now.claims:
             if (c.run, c.generation) in self.claims_seen:
@@ -179,6 +180,11 @@ class Checks(Driving):
                 wrong = f"claimed {c.previous_owner}'s lease as expired while it still ran"
             elif c.reason == "owner_dead" and c.previous_owner in alive:
                 wrong = f"recorded {c.previous_owner} as proved dead while its worker lives"
+            elif c.reason == "forced" and c.previous_owner in gone:
+                wrong = (
+                    f"fenced {c.previous_owner} out as if alive, though its process is gone "
+                    "(the owner's pid probe must prove it dead)"
+                )
             elif c.reason in ("first", "handed_back") and c.previous_owner is not None:
                 wrong = f"recorded a claim from {c.previous_owner} as {c.reason}"
             if wrong:
@@ -243,8 +249,15 @@ class Checks(Driving):
         ]
 
     def _settling(self) -> dict[str, Baseline]:
-        """The runs the teardown must have finished, each with its baseline."""
-        return self.baselines()
+        """The runs the teardown must have finished, each with its baseline: all but those
+        a permanent error failed for good (``_check_failed`` saw each fail as it must)."""
+        found = sqlfile.rows(self.conn, "statuses") if self.failed_for_good else []
+        statuses = {row["id"]: row["status"] for row in found}
+        return {
+            r: b
+            for r, b in self.baselines().items()
+            if not (r in self.failed_for_good and statuses.get(r) == "failed")
+        }
 
     def check_final(self) -> None:
         now = self.observe()

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from . import profiles as profiles  # registers dev, ci and nightly
-from .machine import Exploration, explore
+from .exploring import Exploration, explore
 from .runners import InProcessRunner, ProcessRunner
 from .server import SuiteDatabase
 

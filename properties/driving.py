@@ -26,19 +26,14 @@ from agent_runtime.store import db
 
 from . import sqlfile
 from .accounting import Ask
-from .pilots import CRASHED, DONE, Exit, Gate, Pilot, Start, ThreadPilot
+from .pilots import Exit, Gate, Pilot, Start
 from .remotes import Remotes
+from .thread_pilot import ThreadPilot
 from .violations import Violation
 
 MAX_GATES: Final = 400  # gates one drive may pass before the worker is declared stuck
-MODEL_ERRORS: Final = frozenset({"MalformedAnswer", "UnknownTool", "InvalidArguments"})
 FENCED: Final = frozenset({"LeaseLost", "StaleGeneration"})
 NOBODY_BEATS: Final = "nobody beats"  # a tick, sweep or heartbeat no worker renewed at
-
-
-def kind_is_outage(kind: str) -> bool:
-    """A worker's resumable stop on a remote's outage (it releases the run)."""
-    return kind == "RemoteUnavailable"
 
 
 Decide = Callable[[Gate], Literal["go", "pause", "crash", "kill"]]
@@ -49,6 +44,7 @@ class WorkerRec:
     label: str
     run: str
     pilot: Pilot
+    settings: Settings  # as the runner's were when it started (a configure event's)
     generation: int | None = None
     state: str = "running"  # running | paused | exited
     frozen: bool = False  # stalled: stopped where it stands, its heartbeat too
@@ -108,6 +104,7 @@ class Driving(ABC):
         self.bad_answers_issued = 0  # model fault answers armed by the schedule
         self.bad_answers_used = 0  # ... and explained so far
         self.failures_armed = 0  # requests the remotes' knobs were armed to fail, in all
+        self.failed_for_good: set[str] = set()  # runs a permanent error failed, as it must
 
     @abstractmethod
     def _pilot(self, start: Start) -> Pilot:
@@ -123,7 +120,9 @@ class Driving(ABC):
         return f"w{len(self.workers) + 1}"
 
     def _pilot_rec(self, start: Start) -> WorkerRec:
-        w = WorkerRec(label=start.label, run=start.run_id, pilot=self._pilot(start))
+        w = WorkerRec(
+            label=start.label, run=start.run_id, pilot=self._pilot(start), settings=self.settings
+        )
         if start.lease is not None:
             w.generation = start.lease.generation
         self.workers.append(w)
@@ -303,88 +302,11 @@ class Driving(ABC):
             w.ask.lose(f"went on to {gate.point} without journaling it", False)
             w.ask = None
 
-    # -- endings ------------------------------------------------------------------------------
+    # -- endings (properties.endings) --------------------------------------------------------
 
+    @abstractmethod
     def _ended(self, w: WorkerRec, message: Exit) -> str:
-        w.state = "exited"
-        w.exit = message
-        if self.active.get(w.run) is w:
-            self.active[w.run] = None
-        if w in self.waiting.get(w.run, []):
-            self.waiting[w.run].remove(w)
-        expected = self._expected(w, message)
-        if w.ask is not None:
-            w.ask.lose(f"{w.label} ended: {message.kind}", expected)
-            w.ask = None
-        w.deciding = None
-        if expected and kind_is_outage(message.kind) and not w.dropped:
-            self._check_released(w, message)
-        if not expected:
-            detail = f": {message.detail}" if message.detail else ""
-            self.problems.append(
-                Violation(
-                    "worker",
-                    w.run,
-                    w.gate.seq if w.gate else None,
-                    f"{w.label} stopped with {message.kind}{detail}",
-                )
-            )
-        return f"{w.label} ended: {message.kind}"
-
-    def _expected(self, w: WorkerRec, message: Exit) -> bool:
-        kind = message.kind
-        if kind == DONE:
-            return True
-        if kind == CRASHED:
-            return w.crashed_by_us
-        if kind in FENCED:
-            gen, now = self._generation(w), self._run_generation(w.run)
-            return gen is not None and now is not None and now > gen
-        if kind == "DatabaseError":
-            return w.dropped
-        if kind in MODEL_ERRORS:
-            left = self.remotes.model_faults()
-            served = self.bad_answers_issued - sum(int(left[k]) for k in left)
-            if served > self.bad_answers_used:
-                self.bad_answers_used += 1
-                return True
-            return False
-        if kind == "RemoteUnavailable":  # every attempt of one call failed
-            return self.failures_armed >= self.settings.tool_retries + 1
-        if kind == "CallInFlight":  # a checked call whose earlier attempt may still land
-            found = sqlfile.one(self.conn, "in_flight_release", {"run": w.run})
-            return bool(found and found["explained"])
-        if kind == "NeedsAttention":  # parked, or found parked
-            return self._status(w.run) == "needs_attention"
-        if kind == "RunUnavailable":  # found parked, or cancelled before it began (pool mode:
-            # the operator's cancel between the supervisor's claim and the worker's adoption)
-            return self._status(w.run) in ("needs_attention", "cancelled")
-        if kind == "BackingOff":  # a restart of a run released on an error, before its wait
-            row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
-            waiting = row is not None and row["owner"] is None and row["lease_expires_at"]
-            return bool(waiting and row is not None and row["lease_expires_at"] > row["now"])
-        return False
-
-    def _check_released(self, w: WorkerRec, message: Exit) -> None:
-        """A resumable stop of the run's owner leaves the run free for the next claim: no
-        owner, still running, claimable again from its backoff (``lease_expires_at``)."""
-        row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
-        if row is None or row["generation"] != self._generation(w):
-            return  # taken over meanwhile: its stop may free nothing (the release is fenced)
-        backoff = row["lease_expires_at"]
-        free = row["owner"] is None and row["status"] == "running"
-        if free and backoff is not None and backoff >= row["now"]:
-            return
-        self.problems.append(
-            Violation(
-                "released",
-                w.run,
-                w.gate.seq if w.gate else None,
-                f"{w.label} stopped with {message.kind} holding generation {row['generation']}, "
-                f"yet the run is {row['status']}, owned by {row['owner']}, lease until "
-                f"{backoff}: a resumable stop frees the run until its backoff has passed",
-            )
-        )
+        """Record how ``w`` ended and judge it against what the schedule explains."""
 
     def _mark_dropped(self, w: WorkerRec) -> None:
         w.dropped = True

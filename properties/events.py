@@ -73,6 +73,12 @@ op                 what happens                                    fields
                    workers and hands their runs back (pool mode)
 ``rival_sweep``    a second supervisor on the same database
                    sweeps (pool mode)
+``configure``      workers started from now on run with          setting, n
+                   ``setting`` (one of ``TUNABLE``: the client's
+                   retries of a failed request, the bad answers a
+                   run shows its model before it fails) set to
+                   ``n``, as an operator's deployment may set them;
+                   workers already running keep theirs
 =================  ==============================================  ==========================
 
 The last four apply only where a real supervisor runs (``--mode pool``); the other
@@ -95,10 +101,10 @@ from agent_runtime.crash import CRASH_POINTS
 
 from .agents import DEFAULT_KIND, KINDS
 
-FORMAT: Final = "crashresume.schedule/4"
+FORMAT: Final = "crashresume.schedule/5"
 # /1 had no tick, heartbeat, db_crash; /2 no agent (every run the seed's) and no resolve;
-# /3 no cancel, no retry, no resolve choice
-READABLE: Final = (FORMAT, *(f"crashresume.schedule/{n}" for n in (3, 2, 1)))
+# /3 no cancel, no retry, no resolve choice; /4 no configure
+READABLE: Final = (FORMAT, *(f"crashresume.schedule/{n}" for n in (4, 3, 2, 1)))
 RUNS: Final = 3  # runs a schedule may interleave: r0, r1, r2
 OPS: Final = (
     "start",
@@ -123,14 +129,17 @@ OPS: Final = (
     "hangup",
     "stop_supervisor",
     "rival_sweep",
+    "configure",
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 DESK_FAULTS: Final = ("fail_lookups",)  # the desk's own knob: the scope's stories arm it
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
 RESOLVE_CHOICES: Final = ("confirm", "redo", "fail")  # resolve RUN --seq N --<choice>
 _RUN_OPS: Final = frozenset(OPS) - {
-    "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land"
+    "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land", "configure"
 }  # fmt: skip
+# the settings a configure event may change, each with the most it may set
+TUNABLE: Final = {"tool_retries": 4, "max_bad_answers": 4}
 # what only the pool mode generates and does (properties.pool_runner)
 POOL_OPS: Final = ("sigterm", "hangup", "stop_supervisor", "rival_sweep")
 _NEEDS_RUN: Final = _RUN_OPS - {"hangup", "stop_supervisor", "rival_sweep"}  # the supervisor's
@@ -158,6 +167,7 @@ class Event:
     seconds: float | None = None
     agent: str | None = None  # start: the kind of run (properties.agents.KINDS)
     choice: str | None = None  # resolve: the operator's choice (RESOLVE_CHOICES), or theirs
+    setting: str | None = None  # configure: which setting (TUNABLE) is set to n
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -191,6 +201,17 @@ class Event:
             )
         if self.op == "model_fault" and self.fault not in MODEL_FAULTS:
             raise ScheduleError(f"model_fault needs fault in {', '.join(MODEL_FAULTS)}")
+        if (self.setting is not None or self.op == "configure") and (
+            self.op != "configure"
+            or self.setting not in TUNABLE
+            or self.n is None
+            or not 0 <= self.n <= TUNABLE[self.setting]
+        ):
+            raise ScheduleError(
+                "configure needs setting in "
+                + ", ".join(f"{k} (n in 0..{v})" for k, v in TUNABLE.items())
+                + f", got {self.setting!r} n={self.n!r}"
+            )
         counted = self.op in ("cloud_fault", "model_fault") and self.fault != "latency"
         if counted and (self.n is None or self.n < 1):
             raise ScheduleError(f"{self.op} {self.fault} needs n >= 1, got {self.n!r}")
@@ -213,7 +234,7 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op}
-        for name in ("run", "point", "seq", "fault", "n", "seconds", "agent", "choice"):
+        for name in ("run", "point", "seq", "fault", "n", "seconds", "agent", "choice", "setting"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -225,7 +246,10 @@ class Event:
     def from_json(cls, obj: object) -> Event:
         if not isinstance(obj, Mapping) or "op" not in obj:
             raise ScheduleError(f"an event is an object with an 'op', got {obj!r}")
-        known = {"op", "run", "point", "seq", "kill", "fault", "n", "seconds", "agent", "choice"}
+        known = {
+            "op", "run", "point", "seq", "kill", "fault", "n", "seconds", "agent", "choice",
+            "setting",
+        }  # fmt: skip
         extra = sorted(set(obj) - known)
         if extra:
             raise ScheduleError(f"unknown event field(s) {', '.join(extra)} in {dict(obj)!r}")
@@ -248,6 +272,8 @@ class Event:
                 return "db_crash"
             at = f"{self.point}" + ("" if self.seq is None else f" seq={self.seq}")
             return f"db_crash with {self.run_name} at {at}"
+        if self.op == "configure":
+            return f"configure {self.setting}={self.n}"
         if self.op == "resolve" and self.choice is not None:
             return f"resolve {self.run_name} --{self.choice}"
         if self.op == "start" and self.agent is not None:

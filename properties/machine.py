@@ -19,12 +19,10 @@ seed, file and replay command.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -38,20 +36,16 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from agent_runtime.crash import CRASH_POINTS
 
-from . import scope
 from .agents import DEFAULT_KIND, KINDS
-from .driving import Stats
-from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, Event, Schedule, program, run_id
-from .minimise import first_failure, minimise
+from .disruption_rules import DisruptionRules
+from .events import RUNS, Event, Schedule, program, run_id
 from .operator_rules import OperatorRules
-from .profiles import profile_settings
 from .progress import Progress
-from .runner import SETTINGS, ScheduleRunner
+from .runner import ScheduleRunner
 
 FAILURES: Final = Path(__file__).resolve().parent / "failures"
 SHRINK_BUDGET: Final = 10.0  # seconds Hypothesis may shrink; single deletions follow
@@ -62,19 +56,6 @@ POINT: Final = st.sampled_from(CRASH_POINTS)
 # lease (12 s). A worker frozen through them is a stall shorter or longer than each.
 TICKS: Final = st.sampled_from((2.0, 11.0, 13.0, 0.5))
 SWEEPS: Final = st.sampled_from((None, 11.0, 2.0, 0.0))  # None: one lease and a second
-# Hypothesis draws (and shrinks towards) early entries more often: interleave the kinds.
-FAULTS: Final = (
-    "fail_before", "drop_connection", "malformed", "drop_after", "unknown_tool", "latency",
-    "hold_next", "invalid_args", "db_crash", "slow",
-)  # fmt: skip
-SLOW_CLOUD: Final = 1.5  # seconds of latency: longer than the tool timeout (1 s)
-RETRIES: Final = SETTINGS.tool_retries  # a fail_before of one more fails a whole call
-TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes", "overtaken")
-# What happens to a request held at its remote before it lands: its worker retries it,
-# gives up on it (every attempt held) and is restarted, or is killed and swept.
-IN_FLIGHT: Final = ("retried", "given_up", "killed")
-OUTAGES: Final = ("none", "failing", "slow")
-assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
 
 
 @contextlib.contextmanager
@@ -104,7 +85,7 @@ def report(what: str, schedule: Schedule, path: Path) -> str:
     )
 
 
-class ScheduleMachine(OperatorRules, RuleBasedStateMachine):
+class ScheduleMachine(DisruptionRules, OperatorRules, RuleBasedStateMachine):
     """Bound to a runner by :func:`bind`; one instance per example."""
 
     runner: ClassVar[ScheduleRunner]
@@ -198,69 +179,6 @@ class ScheduleMachine(OperatorRules, RuleBasedStateMachine):
         run = self._pick("active", pick)
         self._do(Event(op="crash", run=run, point=point, seq=seq, kill=kill))
 
-    @precondition(lambda self: self._can("active"))
-    @rule(pick=PICK, point=POINT, seq=SEQ)
-    def crash_and_restart(self, pick: int, point: str, seq: int | None) -> None:
-        """The commonest story: the worker dies at the next ``point`` (of step ``seq``, if
-        given), a new one takes over."""
-        run = self._pick("active", pick)
-        self._do(Event(op="crash", run=run, point=point, seq=seq), Event(op="restart", run=run))
-
-    @precondition(lambda self: self._can("active"))
-    @rule(
-        pick=PICK,
-        point=POINT,
-        seq=SEQ,
-        how=st.sampled_from(TAKEOVERS),
-        outage=st.sampled_from(OUTAGES),
-    )
-    def takeover(self, pick: int, point: str, seq: int | None, how: str, outage: str) -> None:
-        """A worker at ``point`` (of step ``seq``, if given) loses its run while alive: frozen
-        past its lease and swept (then, with ``swept_wakes``, it wakes, maybe into a cloud
-        outage; with ``overtaken``, it wakes after the new owner did that step), or outpaced
-        by a restart and then told by its own heartbeat."""
-        run = self._pick("active", pick)
-        if how == "outpaced":
-            self._do(
-                Event(op="pause", run=run, point=point, seq=seq),
-                Event(op="restart", run=run),
-                Event(op="heartbeat", run=run),
-                Event(op="resume", run=run),
-            )
-            return
-        events = [Event(op="stall", run=run, point=point, seq=seq), Event(op="sweep")]
-        if how == "overtaken":
-            events += [Event(op="step", run=run), Event(op="resume", run=run)]
-        elif how == "swept_wakes":
-            if outage == "failing":
-                events.append(Event(op="cloud_fault", fault="fail_before", n=RETRIES + 1))
-            elif outage == "slow":
-                events.append(Event(op="cloud_fault", fault="latency", seconds=SLOW_CLOUD))
-            events.append(Event(op="resume", run=run))
-        self._do(*events)
-
-    @precondition(lambda self: self._can("active"))
-    @rule(pick=PICK, seq=SEQ, after=st.sampled_from(IN_FLIGHT), lands=st.booleans())
-    def in_flight(self, pick: int, seq: int | None, after: str, lands: bool) -> None:
-        """A request outlives its sender: the step's call is held at its remote while its
-        worker retries it, gives up on it, or is killed; then (maybe) it lands."""
-        run = self._pick("active", pick)
-        held = 1 if after == "retried" else RETRIES + 1
-        events = [
-            Event(op="pause", run=run, point="after_intent", seq=seq),
-            Event(op="cloud_fault", fault="hold_next", n=held),
-        ]
-        if after == "killed":
-            events.append(Event(op="crash", run=run, point="after_call", seq=seq, kill=True))
-        else:
-            events.append(Event(op="step", run=run))
-        if after != "retried":
-            events.append(Event(op="restart", run=run))
-        if lands:
-            events.append(Event(op="land"))
-        events.append(Event(op="sweep"))
-        self._do(*events)
-
     @precondition(lambda self: bool(self.runner.started))
     @rule()
     def land(self) -> None:
@@ -300,27 +218,6 @@ class ScheduleMachine(OperatorRules, RuleBasedStateMachine):
     @rule(pick=PICK)
     def heartbeat(self, pick: int) -> None:
         self._do(Event(op="heartbeat", run=self._pick("live", pick)))
-
-    @precondition(lambda self: bool(self.runner.started))
-    @rule(fault=st.sampled_from(FAULTS), n=st.integers(1, 5), pick=PICK, point=POINT)
-    def fault(self, fault: str, n: int, pick: int, point: str) -> None:
-        """One rule for every fault, so that faults do not crowd out crashes."""
-        if fault == "drop_connection":
-            if self._runs("live"):
-                self._do(Event(op="drop_connection", run=self._pick("live", pick)))
-        elif fault == "db_crash":
-            if n > 2 and self._runs("active"):  # mostly at a gate of a step, else wherever
-                run = self._pick("active", pick)
-                self._do(Event(op="db_crash", run=run, point=point, seq=None if n == 5 else n - 3))
-            else:
-                self._do(Event(op="db_crash"))
-        elif fault in ("latency", "slow"):
-            seconds = SLOW_CLOUD if fault == "slow" else (0.002 if n % 2 else 0.0)
-            self._do(Event(op="cloud_fault", fault="latency", seconds=seconds))
-        elif fault in CLOUD_FAULTS:
-            self._do(Event(op="cloud_fault", fault=fault, n=n))
-        else:
-            self._do(Event(op="model_fault", fault=fault, n=1 + n % 2))
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -406,109 +303,3 @@ def bind(
     if seed is not None:
         bound = hypothesis.seed(seed)(bound)
     return bound
-
-
-@dataclass(kw_only=True)
-class Exploration:
-    """What one Hypothesis run of the machine did, and how it ended."""
-
-    profile: str
-    seed: int | None
-    elapsed: float  # seconds
-    stats: Stats
-    error: Exception | None
-    saved: list[tuple[Path, Schedule]]
-    found_after: int | None = None  # examples run before the first failure came
-    scope_tried: int = 0  # schedules of the small scope replayed first
-
-    @property
-    def examples(self) -> int:
-        return self.stats.examples
-
-
-def _no_event(label: str) -> None:
-    return None
-
-
-def _minimised(runner: ScheduleRunner, path: Path, schedule: Schedule) -> tuple[Path, Schedule]:
-    """The saved schedule with every event it does not need deleted, saved over it."""
-    events, failure = minimise(runner, schedule.events)
-    if len(events) == len(schedule.events) or failure is None:
-        return path, schedule
-    first_failure(runner, events)  # once more, for its trace
-    meta = {**schedule.meta, "shrunk_by_hypothesis": len(schedule.events)}
-    meta["trace"] = list(runner.trace)
-    smaller = dataclasses.replace(
-        schedule, events=tuple(events), failure=f"{type(failure).__name__}: {failure}", meta=meta
-    )
-    smaller.save(path)
-    print(report(f"minimised (from {len(schedule.events)} events)", smaller, path))
-    return path, smaller
-
-
-def explore(
-    runner: ScheduleRunner,
-    *,
-    profile: str,
-    seed: int | None = None,
-    name: str = "schedule",
-    failures_dir: Path = FAILURES,
-    progress: Progress | None = None,
-    shrink_budget: float = SHRINK_BUDGET,
-    small_scope: bool = True,
-    **overrides: object,
-) -> Exploration:
-    """The small scope's grid (:mod:`properties.scope`), then the machine over ``runner``
-    under ``profile``; never raises the finding itself."""
-    machine = bind(
-        runner,
-        name=name,
-        seed=seed,
-        profile=profile,
-        failures_dir=failures_dir,
-        progress=progress,
-    )
-    runner.warm()  # every kind's baseline now: computing one resets the journal
-    runner.stats = Stats()
-    began = time.monotonic()
-    if small_scope:
-        runner.on_event = _no_event  # not inside Hypothesis yet
-        swept = scope.sweep(runner, name=name, profile=profile, failures_dir=failures_dir)
-        if swept.finding is not None:
-            print(
-                report("failing schedule (small scope)", swept.finding.schedule, swept.finding.path)
-            )
-            return Exploration(
-                profile=profile,
-                seed=seed,
-                elapsed=time.monotonic() - began,
-                stats=runner.stats,
-                error=swept.finding.error,
-                saved=[(swept.finding.path, swept.finding.schedule)],
-                found_after=swept.finding.tried,
-                scope_tried=swept.tried,
-            )
-        scope_tried = swept.tried
-        runner.stats = Stats()  # the machine's own coverage, apart from the grid's
-    else:
-        scope_tried = 0
-    error: Exception | None = None
-    try:
-        with shrinking_within(shrink_budget):
-            run_state_machine_as_test(machine, settings=profile_settings(profile, **overrides))
-    except Exception as exc:  # the shrunk failure (or a flaky one): the caller decides
-        error = exc
-    finally:
-        runner.cleanup()
-        runner.on_event = _no_event  # hypothesis.event fails outside a test
-    saved = [_minimised(runner, path, schedule) for path, schedule in machine.saved]
-    return Exploration(
-        profile=profile,
-        seed=seed,
-        elapsed=time.monotonic() - began,
-        stats=runner.stats,
-        error=error,
-        saved=saved,
-        found_after=machine.found_after,
-        scope_tried=scope_tried,
-    )

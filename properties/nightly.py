@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from .machine import FAILURES, Exploration, explore
+from .exploring import Exploration, explore
+from .machine import FAILURES
 from .pool_hunt import Hunt, hunt
 from .pool_runner import PoolRunner
 from .progress import Progress

@@ -7,20 +7,16 @@ every interleaving and a schedule replays the same way every time. While it wait
 the runner may also renew its lease through the worker's own heartbeat
 (:meth:`Pilot.beat`): the production renewal, at a moment the schedule chose.
 
-- :class:`ThreadPilot` runs ``Worker.run`` in a thread against in-process mocks;
-  ``crash`` raises :class:`~agent_runtime.crash.InjectedCrash` (a
+- :class:`~properties.thread_pilot.ThreadPilot` runs ``Worker.run`` in a thread against
+  in-process mocks; ``crash`` raises :class:`~agent_runtime.crash.InjectedCrash` (a
   ``BaseException``, as in the runtime's own in-process tests).
 - :class:`~properties.process_pilot.ProcessPilot` runs it in a real process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import queue
-import socket
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -29,23 +25,21 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 import httpx
-import psycopg
-from psycopg.rows import dict_row
 
 from agent_runtime.config import Settings
-from agent_runtime.crash import CrashPlan, InjectedCrash
+from agent_runtime.crash import CrashPlan
+from agent_runtime.hostid import host_identity
 from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease, RunTask
 
-from . import sqlfile, variants
+from . import variants
 from .agents import DEFAULT_KIND, suite_agents
 
 Action = Literal["go", "crash", "kill"]
 MESSAGE_TIMEOUT: Final = 60.0  # seconds a worker may take to reach its next gate
 CRASHED: Final = "crashed"  # exit kind of a worker we killed at a gate
 DONE: Final = "done"  # exit kind of a worker whose run() returned
-ABANDON_WAIT: Final = 10.0  # seconds cleanup waits for an in-process worker to stop
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +126,7 @@ class Start:
 
 def owner_of(label: str, pid: int | None = None) -> str:
     """``host:pid:label``: the runtime's owner-token shape, with a readable nonce."""
-    return f"{socket.gethostname()}:{pid or os.getpid()}:{label}"
+    return f"{host_identity()}:{pid or os.getpid()}:{label}"
 
 
 def build_worker(
@@ -259,239 +253,14 @@ class Pilot(ABC):
     def abandon(self) -> None:
         """Make sure the worker is gone (cleanup); safe to call twice."""
 
+    @property
+    def gone(self) -> bool:
+        """Whether the process its owner token names is provably gone (False: alive, or
+        not known here)."""
+        return False
 
-# -- in-process ----------------------------------------------------------------------------
-
-
-class ConnectionPool:
-    """Connections of ended in-process workers, handed to the next worker.
-
-    A worker only ever ends between two autocommit statements (at a gate, or after
-    its last write), so a healthy connection it leaves behind, its session settings reset,
-    carries no state a fresh one would not; reusing it saves a connect (about 4 ms) per
-    worker. A
-    connection the schedule terminated, or one that broke, is closed instead.
-    """
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._spare: list[db.Connection] = []
-        self._lock = threading.Lock()
-        self._heartbeats: _SharedConnection | None = None
-        self._retired: list[_SharedConnection] = []  # heartbeats' connections before a crash
-
-    def take(self, label: str) -> db.Connection:
-        with self._lock:
-            if self._spare:
-                return self._spare.pop()
-        return db.connect(self.url, application_name="properties.worker")
-
-    def give_back(self, conn: db.Connection, *, healthy: bool) -> None:
-        if healthy and not conn.closed and not conn.broken:
-            try:  # a setting the worker left on its session must not reach the next one
-                sqlfile.rows(conn, "reset_session")
-            except Exception:
-                with contextlib.suppress(Exception):
-                    conn.close()
-                return
-            with self._lock:
-                self._spare.append(conn)
-                return
-        with contextlib.suppress(Exception):
-            conn.close()
-
-    def close(self) -> None:
-        """Close every connection kept here: the spare ones and the heartbeats'."""
-        self.drop()
-        with self._lock:
-            retired, self._retired = self._retired, []
-        for conn in retired:
-            conn.really_close()
-
-    def drop(self) -> None:
-        """After a database crash: close the spare connections, and give the heartbeats a
-        new one from now on. Heartbeats still holding the old one find it dead at their next
-        beat, as a worker process's own heartbeat connection would."""
-        with self._lock:
-            spare, self._spare = self._spare, []
-            if self._heartbeats is not None:
-                self._retired.append(self._heartbeats)
-            self._heartbeats = None
-        for conn in spare:
-            with contextlib.suppress(Exception):
-                conn.close()
-
-    def heartbeat_connect(self) -> db.Connection:
-        """The connection every in-process heartbeat renews on.
-
-        Beats run one at a time in the runner's thread, so one connection serves them all:
-        the renewal is the runtime's own statement either way, and a connect per worker
-        would cost more than its steps. A heartbeat's ``close()`` leaves it open.
-        """
-        with self._lock:
-            shared = self._heartbeats
-            if shared is None or shared.closed or shared.broken:
-                shared = self._heartbeats = _SharedConnection.connect(
-                    self.url,
-                    autocommit=True,
-                    row_factory=dict_row,
-                    prepare_threshold=0,
-                    application_name="properties.heartbeat",
-                )
-        return shared
-
-
-class _SharedConnection(psycopg.Connection[db.Row]):
-    """A connection its users cannot close; its owner closes it with :meth:`really_close`."""
-
-    def close(self) -> None:
-        return None
-
-    def really_close(self) -> None:
-        with contextlib.suppress(Exception):
-            super().close()
-
-
-class ThreadPilot(Pilot):
-    """``Worker.run`` in a daemon thread, over a database connection of its own."""
-
-    def __init__(
-        self,
-        start: Start,
-        *,
-        pool: ConnectionPool,
-        settings: Settings,
-        variant: variants.Variant,
-        transports: dict[str, httpx.BaseTransport],
-        support_url: str,
-    ) -> None:
-        self.start = start
-        self._support_url = support_url
-        self.owner = owner_of(start.label)  # on a claimed lease it adopts it, as in the pool
-        # SimpleQueue: a C handoff, without queue.Queue's Python-level Condition per put/get
-        self._inbox: queue.SimpleQueue[Message | Stop] = queue.SimpleQueue()
-        self._outbox: queue.SimpleQueue[Action] = queue.SimpleQueue()
-        self._pool = pool
-        self._conn = pool.take(start.label)
-        self.backend_pid = self._conn.info.backend_pid
-        self.dropped = False  # set by the runner when it terminates this backend
-        self._worker = build_worker(
-            variant,
-            self._conn,
-            settings,
-            owner=self.owner,
-            hook=self._gate,
-            support_url=support_url,
-            transports=transports,
-            sleep=lambda seconds: None,
-            heartbeat_connect=pool.heartbeat_connect,
-        )
-        self._ended = False
-        self._steer: _Steer | None = None  # the drive under way, run at the worker's gates
-        self._thread = threading.Thread(
-            target=self._body, name=f"properties-{start.label}", daemon=True
-        )
-        self._thread.start()
-
-    def _gate(self, point: str, seq: int) -> None:
-        gate = Gate(point=point, seq=seq)
-        steer = self._steer
-        if steer is None:
-            self._inbox.put(gate)
-        else:
-            # A drive is under way and the runner waits for its end: judge the gate here,
-            # in this thread, instead of two thread switches per gate passed.
-            try:
-                action = steer.on_gate(gate)
-            except BaseException as exc:  # the runner's to raise, not the worker's
-                self._steer = None
-                self._inbox.put(Stop(message=gate, error=exc))
-            else:
-                steer.passed += 1
-                if action == "go" and steer.passed < steer.gates:
-                    return
-                self._steer = None
-                self._inbox.put(Stop(message=gate, action=action))
-        if self._outbox.get() != "go":
-            raise InjectedCrash(point, seq)
-
-    def _body(self) -> None:
-        message: Message = Exit(kind=DONE)
-        try:
-            enter(self._worker, self.start, self._support_url)
-        except InjectedCrash:
-            message = Exit(kind=CRASHED)
-        except BaseException as exc:  # everything else is evidence: report it
-            message = Exit(kind=type(exc).__name__, detail=str(exc)[:500])
-        finally:
-            with contextlib.suppress(Exception):
-                self._worker.close_clients()
-            self._pool.give_back(self._conn, healthy=not self.dropped)
-            self._inbox.put(message)
-
-    def next(self, timeout: float = MESSAGE_TIMEOUT) -> Message:
-        message = self._receive(timeout)
-        if isinstance(message, Stop):
-            raise RuntimeError(f"worker {self.start.label} sent {message} outside a drive")
-        return message
-
-    def drive(self, on_gate: OnGate, gates: int, *, resume: bool) -> Stop:
-        if gates < 1:
-            raise ValueError(f"a drive needs at least one gate, not {gates}")
-        steer = self._steer = _Steer(on_gate=on_gate, gates=gates)
-        if resume:
-            self.reply("go")
-        try:
-            while True:
-                message = self._receive(MESSAGE_TIMEOUT)
-                if isinstance(message, Stop):
-                    return message
-                if isinstance(message, Exit):
-                    return Stop(message=message)
-                # a gate reached before the drive was set up (a new worker's first): judged
-                # here, as the base class would
-                steer.passed += 1
-                action = on_gate(message)
-                if action != "go" or steer.passed >= gates:
-                    return Stop(message=message, action=action)
-                self.reply("go")
-        finally:
-            self._steer = None
-
-    def _receive(self, timeout: float) -> Message | Stop:
-        try:
-            message = self._inbox.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError(
-                f"worker {self.start.label} on {self.start.run_id} reached no gate in {timeout}s"
-            ) from None
-        if isinstance(message, Exit):
-            self._ended = True
-            self._thread.join(timeout=timeout)
-        return message
-
-    def reply(self, action: Action) -> None:
-        self._outbox.put("go" if action == "go" else "crash")
-
-    def beat(self) -> Beat:
-        return beat(self._worker)  # the worker's thread waits at a gate meanwhile
-
-    def abandon(self) -> None:
-        if self._ended:
-            return
-        deadline = time.monotonic() + ABANDON_WAIT
-        while self._thread.is_alive() and time.monotonic() < deadline:
-            self._outbox.put("crash")  # answers the gate it waits at, if it waits at one
-            self._thread.join(timeout=0.05)
-        if self._thread.is_alive():  # stuck outside a gate: a daemon thread, left behind
-            log.warning("worker %s did not stop within %ss", self.start.label, ABANDON_WAIT)
-        self._ended = True
-
-
-@dataclass(eq=False, kw_only=True)
-class _Steer:
-    """A drive a :class:`ThreadPilot`'s worker runs at its own gates."""
-
-    on_gate: OnGate
-    gates: int
-    passed: int = 0
+    @property
+    def leaked(self) -> str:
+        """What the worker, once ended, left open that it should have closed ("": nothing,
+        or not known here: a process's connections die with it)."""
+        return ""

@@ -240,6 +240,9 @@ class PoolRunner(ScheduleRunner):
         claimed = self._pass("main")
         return result + (f"; claimed {self._hand_out(claimed)}" if claimed else "")
 
+    def _on_configure(self, e: Event) -> str:
+        return "skipped (pool mode: the supervisor's long-lived workers keep their settings)"
+
     def _on_rival_sweep(self, e: Event) -> str:
         claimed = self._pass("rival")
         self.stats.count("rival sweep")

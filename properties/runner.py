@@ -28,35 +28,29 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, Final, Literal
 
 from agent_runtime.config import Settings
 from agent_runtime.errors import DatabaseError
 from agent_runtime.store import clock, db
-from agent_runtime.store.records import Lease, RunTask
 
 from . import baseline, sqlfile, variants
-from .agents import DEFAULT_KIND, KINDS, suite_agents
+from .agents import DEFAULT_KIND, KINDS
 from .baseline import Baseline
 from .disruptions import CrashableServer
 from .driving import NOBODY_BEATS, Stats
-from .events import RUNS, Event, run_id
+from .events import Event, run_id
 from .observe import Snapshot
-from .operators import Operators
 from .pilots import Start, owner_of
 from .remotes import Remotes
+from .settling import EPOCH, Settling
 from .shadow import Shadow
 from .supervisor_events import NoSupervisor
-from .violations import Violation
 
 log = logging.getLogger(__name__)
 
 LEASE: Final = 12.0  # seconds; a sweep moves the clock this much and one second more
-SETTLE_TRIES: Final = 8  # claims teardown gives one run before calling it unfinished
-EPOCH: Final = datetime(2030, 1, 1, tzinfo=UTC)  # where the frozen clock starts each example
-# the agents whose runs the suite's sweeps claim: all of the suite's
-AGENTS: Final = tuple(a.name for a in suite_agents("http://support").values())
 VACUUM_EVERY: Final = 20  # examples between two vacuums of the emptied tables
 # events that only arm a remote's knobs: no worker runs, nothing observable changes
 KNOB_EVENTS: Final = frozenset({"cloud_fault", "model_fault"})
@@ -77,7 +71,7 @@ SETTINGS: Final = Settings(
 )
 
 
-class ScheduleRunner(NoSupervisor, Operators):
+class ScheduleRunner(NoSupervisor, Settling):
     """Applies events, keeps the ledgers, checks the invariants. Subclasses make pilots."""
 
     mode: str = "?"
@@ -100,6 +94,7 @@ class ScheduleRunner(NoSupervisor, Operators):
             model_url=f"{remotes.model_url}/v1",  # Chat Completions' base; /v1/decide's too
             database_url=url,
         )
+        self.base_settings = self.settings  # what a configure event changes, per example
         self.conn = db.connect(url, application_name="properties.runner")
         db.ensure_schema(self.conn)
         self.stats = Stats()
@@ -112,6 +107,7 @@ class ScheduleRunner(NoSupervisor, Operators):
     # -- lifecycle -----------------------------------------------------------------------------
 
     def _clear(self) -> None:
+        self.settings = self.base_settings
         self._clear_workers()
         self.shadow = Shadow()
         self.gen_before: dict[str, int] = {}
@@ -306,6 +302,12 @@ class ScheduleRunner(NoSupervisor, Operators):
         self.stats.restarts += 1
         return self._launch(self._start(run, takeover=True))
 
+    def _on_configure(self, e: Event) -> str:
+        """Workers started from now on run with the new setting (a deployment's)."""
+        assert e.setting is not None and e.n is not None
+        self.settings = self.settings.with_changes(**{e.setting: e.n})
+        return f"workers from now on: {e.setting}={e.n}"
+
     def _on_tick(self, e: Event) -> str:
         assert e.seconds is not None
         self._advance(e.seconds)
@@ -335,115 +337,6 @@ class ScheduleRunner(NoSupervisor, Operators):
         self.clock_now += timedelta(seconds=seconds)
         self._expire_held()
 
-    def _claim_expired(self) -> list[tuple[Lease, RunTask]]:
-        """The supervisor's own claim, each lease with what the claim read of its run (the
-        supervisor hands both to the worker); a claim of a lease that was live is a
-        violation."""
-        before = {row["id"]: row for row in sqlfile.rows(self.conn, "leases")}
-        rows = self.variant.claim(
-            self.conn,
-            {
-                "owner": self.supervisor,
-                "lease": self.settings.lease,
-                "limit": RUNS,
-                "max_attempts": self.settings.max_attempts,
-                "agents": list(AGENTS),
-            },
-        )
-        # The claim answers longest idle first (claim_expired orders its answer: an UPDATE's
-        # own rows come in the table's physical order). Sorted here again all the same: a
-        # broken runtime's claim must not make the workers' labels replay differently.
-        rows.sort(
-            key=lambda r: (
-                (before[r["id"]]["updated_at"], r["id"]) if r["id"] in before else (EPOCH, r["id"])
-            )
-        )
-        for row in rows:
-            prior = before.get(row["id"])
-            expires = None if prior is None else prior["lease_expires_at"]
-            live = expires is not None and prior is not None and expires > prior["now"]
-            if prior is not None and prior["owner"] is not None and live:
-                self.problems.append(
-                    Violation(
-                        "live_claim",
-                        row["id"],
-                        None,
-                        f"the sweep claimed the run from {prior['owner']} (generation "
-                        f"{prior['generation']}) whose lease was live until {expires:%H:%M:%S} "
-                        f"(now {prior['now']:%H:%M:%S}): a sweep may only claim expired leases",
-                    )
-                )
-        for r in rows:
-            self.known[r["id"]] = (r["owner"], r["generation"])
-        return [
-            (
-                Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]),
-                RunTask(agent=r["agent"], input=r["input"]),
-            )
-            for r in rows
-        ]
-
-    # -- teardown ------------------------------------------------------------------------------
-
-    def settle(self) -> None:
-        """Clear the faults, let every waiting worker go, finish every run through claims."""
-        self._note_generations()  # a zombie's write from here on is judged like any other
-        self.unchanged = None
-        self._disarm()
-        for run in list(self.started):
-            while self.waiting.get(run):
-                w = self.waiting[run].pop(0)
-                self.trace.append(f"settle {run}: waiting " + self._drive(w, lambda g: "go"))
-                self._settle_check()
-        for run in list(self.started):
-            active = self.active.get(run)
-            if active is not None:
-                self.trace.append(f"settle {run}: " + self._drive(active, lambda g: "go"))
-                self._settle_check()
-        for _ in range(SETTLE_TRIES):
-            # one read of every status per pass: resolving a run changes only its own
-            parked = self._statuses()
-            for run in self.started:
-                if parked.get(run) == "needs_attention":
-                    self.trace.append(f"settle {run}: " + self._resolve(run))
-                    self._settle_check()
-            statuses = self._statuses()
-            unfinished = [r for r in self.started if statuses.get(r) in ("pending", "running")]
-            if not unfinished:
-                if not any(statuses.get(r) == "needs_attention" for r in self.started):
-                    return
-                # a redo refused while the call's request may still land: the operator
-                # waits out the in-flight bound, then resolves it on the next pass
-                self._advance(self.settings.in_flight + 1)
-                continue
-            # every worker of these is gone: one lease and the longest backoff later, all
-            # of them must be claimable
-            self._advance(self.settings.lease + self.settings.run_backoff_cap + 1)
-            claimed = {lease.run_id: (lease, task) for lease, task in self._claim_expired()}
-            for run in unfinished:
-                handed = claimed.get(run)
-                if handed is None:
-                    self.problems.append(
-                        Violation(
-                            "stranded",
-                            run,
-                            None,
-                            "no live worker holds it, yet a lease and a second later the "
-                            "supervisor still cannot claim it",
-                        )
-                    )
-                    start = self._start(run, takeover=True)
-                else:
-                    start = self._start(run, lease=handed[0], task=handed[1])
-                self.stats.restarts += 1
-                w = self._pilot_rec(start)
-                self.trace.append(f"settle {run}: claimed by " + self._drive(w, lambda g: "go"))
-                self._settle_check()
-
-    def _settle_check(self) -> None:
-        self.check()
-        self._note_generations()
-
     def _note_generations(self) -> None:
         """Each run's generation before the next event: a row older than it is stale."""
         if self.last is not None:
@@ -466,11 +359,3 @@ class ScheduleRunner(NoSupervisor, Operators):
     def _status(self, run: str) -> str | None:
         row = sqlfile.one(self.conn, "status_of", {"run": run})
         return row["status"] if row else None
-
-    def _disarm(self) -> None:
-        left = self.remotes.model_faults()
-        unused = sum(int(left[k]) for k in left)
-        self.bad_answers_issued -= unused  # armed but never served: nothing to explain
-        self.remotes.set_model_faults(**dict.fromkeys(left, 0))
-        self.remotes.set_cloud_faults(fail_before=0, drop_after=0, latency=0.0, hold_next=0)
-        self.remotes.set_desk_faults(fail_lookups=0)

@@ -17,11 +17,12 @@ from typing import Literal
 
 from .disruptions import CrashableServer
 from .minimise import first_failure
-from .pilots import ConnectionPool, Pilot, Start, ThreadPilot
+from .pilots import Pilot, Start
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
 from .runner import ScheduleRunner
 from .server import SuiteDatabase
+from .thread_pilot import ConnectionPool, ThreadPilot
 
 __all__ = ["InProcessRunner", "ProcessRunner", "first_failure", "make_runner", "suite_database"]
 

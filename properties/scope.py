@@ -15,7 +15,8 @@ crash-free baseline and every crash point of that step:
   worker's heartbeat finds out, and it goes on;
 - ``woken``: the worker freezes there, is swept, and wakes into a remote's outage;
 - ``cancelled``: an operator cancels the run while the worker waits there, the worker
-  goes on, a sweep comes by (nothing of it may be accepted, nobody may claim it);
+  goes on, a sweep comes by, someone resumes the run (nothing of it may be accepted,
+  nobody may claim it, the resume is refused);
 - ``db_crash``: the database crashes while the worker waits there;
 
 three stories of an operator (``resolve_confirm``, ``resolve_redo``, ``resolve_fail``):
@@ -26,15 +27,18 @@ and, once per step, three stories that place a fault themselves: ``bad_answers``
 model answers garbage twice before the step, then the run is restarted), ``remote_fault``
 (one failed request before the step's call: the client's own retry must get past it),
 ``outage`` (every attempt fails: the worker stops resumably and must leave the run free),
+``gave_up`` (workers configured to show one bad answer; the model gives two: the run fails
+for good, and a restart and a sweep leave it failed), ``no_retries`` (workers configured
+not to retry: one failed request stops the step, the next worker gets through),
 ``stale_outage`` (at a read's step only: an outpaced worker's read meets an outage, and its
 stop must free nothing of its successor's run), ``two_runs`` (two runs of the kind at the
 same step, one restarted). A read's step is spoiled with the desk's ``fail_lookups``, every
 other with ``fail_before``.
 
-The order is breadth first: every story at the first step of the first kind (41
+The order is breadth first: every story at the first step of the first kind (43
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 606 schedules (4 kinds x 4 steps x 7
+already as short as it can be; the grid is the same every run: 634 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
 minus the points a step never reaches, the step stories, and the operator's three).
 """
@@ -59,7 +63,7 @@ from .runner import SETTINGS, ScheduleRunner
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
 STEP_STORIES: Final = (
     "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
-    "held_retried",
+    "held_retried", "gave_up", "no_retries",
 )  # fmt: skip
 READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
 READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
@@ -126,13 +130,14 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         )
     if how == "db_crash":
         return (start, Event(op="db_crash", run=0, point=point, seq=seq))
-    if how == "cancelled":  # an operator cancels while the worker waits there; it goes on
-        return (
+    if how == "cancelled":  # an operator cancels while the worker waits there; it goes on;
+        return (  # a sweep, and someone's resume of the run, must leave it cancelled
             start,
             Event(op="pause", run=0, point=point, seq=seq),
             Event(op="cancel", run=0),
             Event(op="step", run=0),
             Event(op="sweep"),
+            Event(op="restart", run=0),
         )
     if how in RESOLVE_STORIES:  # frozen at the send, parked by the sweep's worker, decided
         return (
@@ -154,6 +159,25 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="model_fault", fault="malformed", n=2),
             Event(op="step", run=0),
             Event(op="restart", run=0),
+        )
+    if how == "gave_up":  # workers that show the model one bad answer; it gives two: the
+        return (  # run fails for good, and a restart and a sweep must leave it failed
+            Event(op="configure", setting="max_bad_answers", n=1),
+            start,
+            Event(op="pause", run=0, point="before_decide", seq=seq),
+            Event(op="model_fault", fault="unknown_tool", n=2),
+            Event(op="step", run=0),
+            Event(op="restart", run=0),
+            Event(op="sweep"),
+        )
+    if how == "no_retries":  # workers configured to send a request once: one failed
+        return (  # request stops the step (resumably), and the next worker gets through
+            Event(op="configure", setting="tool_retries", n=0),
+            start,
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="cloud_fault", fault=fault, n=1),
+            Event(op="step", run=0),
+            Event(op="sweep"),
         )
     if how in ("remote_fault", "outage"):
         # remote_fault: one failed request, which the client's own retry gets past (the
@@ -289,7 +313,7 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                 if how in STEP_STORIES:
                     if how in READ_STORIES and tool != READ_TOOL:
                         continue
-                    if tool != "done" or how == "bad_answers":
+                    if tool != "done" or how in ("bad_answers", "gave_up"):
                         events = story(kind, how, "", seq, tool)
                         yield Cell(how=how, kind=kind, point="", seq=seq, events=events)
                     continue

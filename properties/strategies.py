@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agent_runtime.crash import CRASH_POINTS
 
 from .agents import DEFAULT_KIND, KINDS
-from .events import MODEL_FAULTS, RUNS, Event
+from .events import MODEL_FAULTS, RUNS, TUNABLE, Event
 from .events import RESOLVE_CHOICES as CHOICES
 
 _RUN = st.integers(0, RUNS - 1)
@@ -67,6 +67,11 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
         ),
         st.builds(
             lambda fault: Event(op="model_fault", fault=fault, n=1), st.sampled_from(MODEL_FAULTS)
+        ),
+        st.builds(  # the workers started from now on run with another setting
+            lambda setting, n: Event(op="configure", setting=setting, n=n),
+            st.sampled_from(tuple(TUNABLE)),
+            st.integers(0, 3),
         ),
         st.builds(  # an operator's choice on a parked call, zombies or not
             lambda run, c: Event(op="resolve", run=run, choice=c), _RUN, st.sampled_from(CHOICES)

@@ -9,8 +9,9 @@ from typing import Literal
 import pytest
 
 from .events import Event
-from .pilots import Gate, ThreadPilot
+from .pilots import Gate
 from .runners import InProcessRunner
+from .thread_pilot import ThreadPilot
 
 
 def test_a_drive_judges_every_gate_in_order_in_the_worker_thread_and_stops_where_told(

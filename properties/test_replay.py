@@ -109,6 +109,9 @@ def test_a_schedule_round_trips_through_json(tmp_path: Path) -> None:
         ({"op": "step"}, "step needs run in 0..2"),
         ({"op": "step", "run": 0, "colour": "red"}, "unknown event field(s) colour"),
         ({"op": "cloud_fault", "fault": "fail_before"}, "needs n >= 1"),
+        ({"op": "configure", "setting": "lease", "n": 1}, "configure needs setting in"),
+        ({"op": "configure", "setting": "tool_retries", "n": 9}, "got 'tool_retries' n=9"),
+        ({"op": "step", "run": 0, "setting": "tool_retries"}, "configure needs setting in"),
     ],
 )
 def test_a_malformed_event_is_refused_with_what_is_wrong(
@@ -159,7 +162,7 @@ def test_the_replay_command_refuses_a_file_that_is_not_a_schedule(
     path.write_text('{"format": "something else"}')
     result = _replay(path, suite_database)
     assert result.returncode == 2
-    assert "not a crashresume.schedule/4 file" in result.stderr
+    assert "not a crashresume.schedule/5 file" in result.stderr
 
 
 def test_a_fresh_interpreter_per_worker_gives_the_same_outcome(

@@ -10,7 +10,7 @@ import pytest
 from agent_runtime.crash import CRASH_POINTS
 
 from .events import OPS, POOL_OPS
-from .machine import Exploration, explore
+from .exploring import Exploration, explore
 from .profiles import active_profile
 from .progress import Progress
 from .runners import InProcessRunner

@@ -22,7 +22,7 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
 ) -> None:
     seen: set[tuple[str, str, str, int]] = set()
     for cell in grid(inprocess_runner):
-        start = cell.events[0]
+        start = next(e for e in cell.events if e.op != "configure")  # the deployment first
         assert start.op == "start" and start.run == 0 and start.kind == cell.kind
         placed = [e for e in cell.events if e.seq == cell.seq and e.point is not None]
         assert placed, cell  # the disruption (or the fault's pause) is at that step
@@ -39,8 +39,10 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
                     assert (kind, how, point, seq) in seen, (kind, how, point, seq, tool)
             assert (kind, "remote_fault", "before_intent", seq) in seen
             assert (kind, "two_runs", "after_confirm", seq) in seen
+            assert (kind, "no_retries", "before_intent", seq) in seen
         for seq in range(len(tools)):
             assert (kind, "bad_answers", "before_decide", seq) in seen
+            assert (kind, "gave_up", "before_decide", seq) in seen
         assert (kind, "crash", "before_decide", len(tools) - 1) in seen  # the final answer
         assert (kind, "crash", "after_intent", len(tools) - 1) not in seen  # never reached
     for how, point in RESOLVE_STORIES.items():

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from agent_runtime import Lease
+from agent_runtime.loop import claiming, lease, worker
+from agent_runtime.operator import views
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.queries import runtime_queries, split_named
 from agent_runtime.tools.acting import Actor
@@ -123,6 +125,9 @@ def test_a_reads_failed_request_must_not_park_the_run(
         ("adopt_lease:flip_comparison:50e6447b", "overtaken", "provisioning", 0, "[claim_owner]"),
         # ... or every run's claim of its generation
         ("adopt_lease:drop_conjunct:fdf6d3f5", "adopted_db_crash", "provisioning", 0, "[claim"),
+        # a permanent error's failure fenced by the wrong generation, or failing other runs
+        ("fail_run:flip_comparison:dfeaa360", "gave_up", "support", 1, "[failed] run r0"),
+        ("fail_run:flip_comparison:e4fa8639", "gave_up", "provisioning", 0, "[failed] run r0"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(
@@ -138,3 +143,88 @@ def test_a_story_catches_the_sql_slip_it_was_written_for(
     assert failure(runner, events) == ""
     plant_sql(monkeypatch, f"sql/queries.sql:{mutant}")
     assert caught in failure(runner, events)
+
+
+@pytest.mark.parametrize("kill", [False, True])
+def test_a_restart_proves_its_crashed_predecessor_dead(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, kill: bool
+) -> None:
+    """An in-process worker's token names a process of its own, which dies with it: reaped
+    (its pid gone), or killed and left a zombie; the takeover must record the owner as
+    proved dead, not fenced out as if it still ran."""
+    events = (
+        Event(op="start", run=0),
+        Event(op="crash", run=0, point="after_intent", seq=0, kill=kill),
+        Event(op="restart", run=0),
+    )
+    assert failure(runner, events) == ""
+    if kill:  # a zombie answers kill(pid, 0): only /proc tells it is dead
+        monkeypatch.setattr(lease, "_is_zombie", lambda pid: False)
+    else:  # the pid probe proves nothing
+        monkeypatch.setattr(claiming, "owner_is_dead", lambda owner: False)
+    found = failure(runner, events)  # the operator's list tells it first, then the claim
+    assert "[owner_view] run r0" in found or "[claim_truth] run r0" in found
+
+
+def test_a_worker_that_ends_closes_its_heartbeats_connection(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartbeat that forgets its connection without closing it leaks one per run: in
+    production, until the database refuses connections."""
+    events = (Event(op="start", run=0), Event(op="tick", seconds=3.0), Event(op="step", run=0))
+    assert failure(runner, events) == ""
+
+    def forget(self: lease.Heartbeat) -> None:
+        self._conn = None  # dropped, never closed
+
+    monkeypatch.setattr(lease.Heartbeat, "_disconnect", forget)
+    assert "[leak] run r0" in failure(runner, events)
+
+
+def test_a_worker_on_a_cancelled_run_must_not_end_as_if_it_were_done(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = (Event(op="start", run=0), Event(op="cancel", run=0), Event(op="restart", run=0))
+    assert failure(runner, events) == ""
+    claim = claiming.claim_run
+
+    def done_if_cancelled(journal: Journal, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        run = journal.get_run(run_id)
+        if run is not None and run.status == "cancelled":  # as `status <= "done"` would
+            return None
+        return claim(journal, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(worker, "claim_run", done_if_cancelled)
+    assert "[worker] run r0" in failure(runner, events)
+
+
+def test_the_operators_list_says_an_owner_is_gone_exactly_when_it_is(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run backing off after an outage has no owner to be gone; a run whose worker died
+    holding a live lease has one (an operator takes a run over on that word)."""
+    events = story("support", "outage", "", 1, "file_ticket")
+    assert failure(runner, events) == ""
+    probe = lease.owner_is_dead
+    monkeypatch.setattr(views, "owner_is_dead", lambda owner: not owner or probe(owner))
+    assert "[owner_view] run r0" in failure(runner, events)
+
+
+def test_a_checked_call_is_sent_before_anyone_waits_for_it_to_land(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that waits for its own first attempt to land before sending it (as
+    ``again = checking or attempt <= 1`` would) releases a run nothing of which can be in
+    flight: the wait explains nothing."""
+    events = story("support", "held_retried", "", 2, "send_email")
+    assert failure(runner, events) == ""
+    attempts = Actor._attempts
+
+    def waiting_first(self: Actor, lease: Lease, tool: Any, context: Any, args: Any, call: Any,
+                      **kwargs: Any) -> Any:  # fmt: skip
+        if tool.effect == "checked":
+            self._await_landing(lease, call)
+        return attempts(self, lease, tool, context, args, call, **kwargs)
+
+    monkeypatch.setattr(Actor, "_attempts", waiting_first)
+    assert "stopped with CallInFlight" in failure(runner, events)

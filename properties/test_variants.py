@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .machine import explore
+from .exploring import explore
 from .runners import InProcessRunner, first_failure
 from .server import SuiteDatabase
 from .variants import VARIANTS

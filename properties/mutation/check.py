@@ -3,7 +3,7 @@
 It runs what CI runs against whatever ``agent_runtime`` this interpreter imports (the
 mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the small
 scope's grid first (464 schedules, stops at the first violation), then, if the grid
-passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.machine.explore`,
+passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.exploring.explore`,
 the same call ``test_variants.py`` makes for each broken runtime. Hypothesis does not
 shrink here (a mutant is killed by any failure; which one is told, not minimised).
 
@@ -55,7 +55,7 @@ def _check(argv: Sequence[str] | None) -> int:
     # Imported here, not above: importing the runtime is part of what a mutant may break.
     from .. import profiles as profiles  # registers dev, ci and nightly
     from .. import scope
-    from ..machine import explore
+    from ..exploring import explore
     from ..runners import InProcessRunner
     from ..server import SuiteDatabase
     from ..violations import Violation, Violations

@@ -46,13 +46,25 @@ SELECT owner, generation, status, lease_expires_at, cr_now() AS now FROM runs WH
 
 -- name: in_flight_release
 -- A worker that stopped with CallInFlight must have left its run free until a checked
--- call's journaled attempt can no longer land, and that moment must still be ahead.
+-- call's journaled attempt can no longer land, and that moment must still be ahead. The
+-- call's key and the generation that wrote its intent say whose attempt that was.
 SELECT r.owner IS NULL AND r.lease_expires_at >= max(t.lands_by)
-           AND max(t.lands_by) > cr_now() AS explained
+           AND max(t.lands_by) > cr_now() AS explained,
+       max(t.idem_key) AS key, max(t.generation) AS generation
 FROM runs r
 JOIN tool_calls t ON t.run_id = r.id AND t.effect = 'checked' AND t.state = 'intent'
 WHERE r.id = %(run)s
 GROUP BY r.owner, r.lease_expires_at;
+
+-- name: failed_run
+-- How a run stands after its worker stopped with a permanent error, and how many of its
+-- model's answers had a call refused (TooManyBadAnswers: more of them than the worker's
+-- max_bad_answers).
+SELECT r.status, r.owner, r.generation, r.lease_expires_at, r.failure,
+       (SELECT count(DISTINCT d.llm_call) FROM decisions d
+        JOIN tool_calls t ON t.run_id = d.run_id AND t.seq = d.seq
+        WHERE d.run_id = r.id AND t.remote_status = 'rejected') AS bad_answers
+FROM runs r WHERE r.id = %(run)s;
 
 -- name: leases
 SELECT id, owner, generation, status, lease_expires_at, updated_at, cr_now() AS now FROM runs;
