@@ -127,3 +127,17 @@ def test_an_operator_who_always_redoes_sends_twice_and_is_reported(subjects: Fac
     report = conform(subjects(support_once, always_redoes), inputs=["solo"])
     assert not report.passed
     assert "duplicate_effect" in report.kinds()
+
+
+def test_the_support_agent_passes_with_faults_at_every_effect(subjects: Factory) -> None:
+    """A send that timed out after the desk acted, failed before it, or landed after the
+    worker gave up: the checked send is checked by the next start, never before its
+    request could land, and sent once (issue 21's in-flight case, as conform sees it)."""
+    report = conform(subjects(support), inputs=JOBS, faults=["lost", "fail", "slow"])
+    assert report.passed, str(report)
+    assert {"run-slow-2", "run-lost-2"} <= set(report.scenarios)
+
+
+def test_a_blind_check_is_found_by_a_lost_answer_too(subjects: Factory) -> None:
+    report = conform(subjects(support_blind), inputs=["solo"], faults=["lost"])
+    assert "run-lost-2" in {f.scenario for f in report.findings}, str(report)

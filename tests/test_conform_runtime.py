@@ -79,3 +79,16 @@ def test_a_runtime_that_skips_intent_resolution_is_reported(subjects: Any) -> No
     report = conform(subjects(CarryOnWorker), inputs=JOBS)
     assert not report.passed
     assert report.kinds() & {"effect_lost", "resume_diverged", "resume_crashed"}
+
+
+def test_the_reference_runtime_passes_conform_with_faults_at_every_effect(
+    subjects: Any,
+) -> None:
+    """A timeout after the cloud acted, a failure before it acted, a request landing after
+    the caller gave up: at the effect boundary these are what the cloud client meets, and
+    it retries them itself under the same key, then stops the run resumably
+    (RemoteUnavailable); the restart re-sends under the key and is answered
+    already_done. Nothing is duplicated or lost (issue 25)."""
+    report = conform(subjects(Worker), inputs=JOBS, faults=["lost", "fail", "slow"])
+    assert report.passed, str(report)
+    assert any(s.startswith("run-lost-") for s in report.scenarios)

@@ -32,6 +32,17 @@ once      ``ctx.effect(tool, args)``, no key; a restart parks the run, and ``ste
 read      not an effect: called as it is
 ========  ==========================================================================
 
+A fault the harness injects at an effect (``conform(..., faults=[...])``: a timeout after
+the remote acted, a failure before it acted, a late landing) reaches the tool as the error
+its client meets: a tool with ``retry_on`` handles it by its contract (a checked tool
+checks, a once tool parks); a tool without one (the cloud's keyed tools, whose client
+retries under the same key itself) stops the run resumably with ``RemoteUnavailable``, as
+its client does after its last attempt, and the harness's restart resumes it at once
+(the restart stands for the supervisor's resume after the backoff, which it ends as
+``retry`` does). A checked tool's timeout is the worker's own answer to a call that may
+still act (:class:`~agent_runtime.errors.CallInFlight`): this adapter's in-flight bound is
+0, so the run is released and the next start checks, never early.
+
 ``args`` is the call's arguments as canonical JSON. ``state()`` is every run's confirmed
 tools and arguments. Without ``agent`` the subject is the seed's provisioning agent, with
 ``cloud`` and ``model`` as its in-process remotes (the original signature).
@@ -53,7 +64,7 @@ from agent_runtime.tools.agent import Agent, Wiring
 from agent_runtime.tools.tooldef import Call, Result, Tool
 
 from .config import Settings
-from .errors import NeedsAttention
+from .errors import BackingOff, CallInFlight, NeedsAttention, RemoteUnavailable
 
 # Called with the subject and the parked run's id: resolve its call in doubt (for example
 # with agent_runtime.operator.actions.resolve_call on subject.conn), or raise.
@@ -80,7 +91,24 @@ def effect_tool(ctx: Any, tool: Tool) -> Tool:
             return answer.value, answer.status
 
         key = context.key if tool.effect == "keyed" else None
-        value, status = ctx.effect(tool.name, canonical(args), key=key, perform=perform)
+        try:
+            value, status = ctx.effect(tool.name, canonical(args), key=key, perform=perform)
+        except (TimeoutError, ConnectionError) as exc:  # a fault the harness injected
+            if tool.effect == "checked" and isinstance(exc, TimeoutError):
+                # The request may still land (a `slow` fault lands when this start ends),
+                # and this adapter's in-flight bound is 0: a check now could come before
+                # it. What the worker does for a call that may still act: release the run,
+                # to be checked by the next start, never early.
+                raise CallInFlight(
+                    f"{tool.name} timed out and may still act: {exc}", retry_after=0.0
+                ) from exc
+            if tool.retry_on:  # the tool's own contract decides (checked checks, once parks)
+                raise
+            # A tool with no retry_on has a client that retries these itself under the same
+            # key, then gives up resumably: what it would say after its last attempt.
+            raise RemoteUnavailable(
+                f"{tool.name} did not get through for key={key}: {type(exc).__name__}: {exc}"
+            ) from exc
         return Result(value, status if performed else "already_done")
 
     # The harness's effect has acted when ctx.effect returns, and a crash is a clean death
@@ -161,6 +189,13 @@ class RuntimeSubject:
                 # A restart is a new process in spirit: the previous owner is dead for certain.
                 self.worker.run(run_id, agent=self.agent, input=task, takeover=True)
                 return
+            except BackingOff:
+                # A start that stopped resumably (a fault its tool could not get past) left
+                # the run waiting out a backoff; the harness's restart stands for the
+                # supervisor's resume once it is over: end the wait, as `retry` does.
+                from agent_runtime.operator.actions import retry_run
+
+                retry_run(self.conn, run_id)
             except NeedsAttention:
                 if self.operator is None:
                     raise
