@@ -82,6 +82,7 @@ class PostgresDatabases:
         slug = _slug(prefix)
         self.base = f"{slug}_{secrets.token_hex(4)}_"
         self.template = self.base + TEMPLATE
+        self._ready: set[str] = set()  # made or found by this process: no server round trip
 
     def name(self, run_id: str) -> str:
         """The database of ``run_id``."""
@@ -94,6 +95,8 @@ class PostgresDatabases:
     def url(self, run_id: str, migrate: Migrate) -> str:
         """The URL of ``run_id``'s database, made from the template if it does not exist."""
         name = self.name(run_id)
+        if name in self._ready:  # a restart of a scenario this process started before
+            return self.database_url(name)
         with self._server() as server:
             server.execute("SELECT pg_advisory_lock(hashtext(%s))", [self.base])
             try:
@@ -104,6 +107,7 @@ class PostgresDatabases:
                     server.execute(_create(name, self.template))
             finally:
                 server.execute("SELECT pg_advisory_unlock(hashtext(%s))", [self.base])
+        self._ready.add(name)
         return self.database_url(name)
 
     def database_url(self, name: str) -> str:
@@ -124,11 +128,14 @@ class PostgresDatabases:
 
     def finished(self, run_id: str) -> None:
         """The scenario's last start completed: drop its database."""
+        name = self.name(run_id)
+        self._ready.discard(name)
         with self._server() as server:
-            server.execute(_drop(self.name(run_id)))
+            server.execute(_drop(name))
 
     def close(self) -> None:
         """Drop every database this instance made, the template last."""
+        self._ready.clear()
         with self._server() as server:
             rows = server.execute(
                 "SELECT datname FROM pg_database WHERE starts_with(datname, %s)", [self.base]
