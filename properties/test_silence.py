@@ -38,7 +38,7 @@ def test_a_stopped_worker_waiting_on_a_row_lock_is_described_as_such(
                     break
                 holder.execute("SELECT pg_sleep(0.05)")
             assert "properties.waiter" in said and "Lock:transactionid" in said, said
-            assert "state='S (sleeping)'" in said, said
+            assert "state='T (stopped)'" not in said, said  # waiting, not stopped (S or R)
             os.kill(waiter.pid, signal.SIGSTOP)
             os.waitpid(waiter.pid, os.WUNTRACED)  # until the kernel has it stopped
             assert "state='T (stopped)'" in describe(waiter.pid, url)

@@ -594,3 +594,14 @@ def test_the_answer_log_is_served_over_http(cloud: Cloud, cloud_http: httpx.Clie
             {"seq": 1, "key": "r7:0", "generation": 4, "answer": "created", "dropped": False}
         ]
     }
+
+
+def test_a_request_waiting_out_its_latency_when_the_cloud_is_reset_never_acts(
+    tmp_path: Path,
+) -> None:
+    from mock_remotes.errors import Forgotten
+
+    with Cloud(tmp_path / "c.sqlite3", latency=1.5) as cloud:
+        with pytest.raises(Forgotten, match="reset while key r:0 waited"):
+            cloud.submit("server", "r:0", SERVER, generation=1, wait=lambda s: cloud.reset())
+        assert cloud.counts() == {"servers": 0, "databases": 0, "dns_records": 0}

@@ -504,3 +504,19 @@ def test_resetting_the_uvicorn_mocks_wipes_the_support_desk_too(mock_servers: Mo
     assert (mock_servers.tickets(), mock_servers.deliveries()) == ([], [])
     with httpx.Client(base_url=mock_servers.support_url) as client:
         assert client.get("/admin/faults").json()["fail_before"] == 0
+
+
+def test_a_request_waiting_out_its_latency_when_the_desk_is_reset_never_acts(
+    tmp_path: Path,
+) -> None:
+    """A sender killed while its request waited at the desk belongs to the state before a
+    reset: landing after it would put its ticket into the next world (the property suite
+    resets between examples)."""
+    from mock_remotes.errors import Forgotten
+
+    with Support(tmp_path / "s.sqlite3", latency=1.5) as support:
+        with pytest.raises(Forgotten, match="reset while file_ticket r:1 waited"):
+            support.file_ticket("r:1", TICKET, wait=lambda seconds: support.reset())
+        assert support.tickets() == []
+        support.set_faults(latency=0.0)
+        assert support.file_ticket("r:1", TICKET).body["id"] == "T-0000001"  # a new world

@@ -48,6 +48,7 @@ from mock_remotes.cloudrecords import (
     validate_args,
 )
 from mock_remotes.errors import (
+    Forgotten,
     InjectedFailure,
     KeyConflict,
     MissingIdempotencyKey,
@@ -93,6 +94,7 @@ class Cloud(SqliteStore):
         super().__init__(path, "cloud.sql", synchronous)
         self._baseline = updated(CloudFaults(), {"latency": latency})
         self._faults = self._baseline
+        self._epoch = 0  # resets so far: a request waiting out its latency acts in its own
         self.holding = Holding()  # requests received and not acted on yet (hold_next)
         logger.info("mock cloud store=%s synchronous=%s", self.path, synchronous)
 
@@ -103,6 +105,7 @@ class Cloud(SqliteStore):
         with self._lock:
             self._db.executescript(self._sql["reset"])
             self._faults = self._baseline
+            self._epoch += 1  # a request waiting out its latency now never acts
         self.holding.forget()
         logger.info("mock cloud reset store=%s", self.path)
 
@@ -142,10 +145,12 @@ class Cloud(SqliteStore):
             raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
         if not key:
             raise MissingIdempotencyKey("send an Idempotency-Key header, e.g. 'run42:3'")
-        latency = self._faults.latency
+        latency, epoch = self._faults.latency, self._epoch
         if latency > 0:
             wait(latency)
         with self._lock:
+            if self._epoch != epoch:
+                raise Forgotten(f"the cloud was reset while key {key} waited out its latency")
             self._faults, hold = taken(self._faults, "hold_next")
             fail = not hold and self._take("fail_before")
             with self._transaction():

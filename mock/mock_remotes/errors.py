@@ -99,6 +99,14 @@ class InjectedFailure(MockError):
     code = "injected_failure"
 
 
+class Forgotten(MockError):
+    """A request that was still waiting out its latency when the remote was reset: it never
+    acts (the state it was sent into is gone, and so is its sender)."""
+
+    status = 503
+    code = "reset_while_in_flight"
+
+
 class NotFound(MockError):
     status = 404
     code = "not_found"

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from mock_remotes._store import SqliteStore, Synchronous
 from mock_remotes.cloudrecords import Outcome, run_of
 from mock_remotes.errors import (
+    Forgotten,
     InjectedFailure,
     KeyConflict,
     MissingIdempotencyKey,
@@ -74,6 +75,7 @@ class Support(SqliteStore):
         self._baseline = updated(SupportFaults(), {"latency": latency})
         self.holding = Holding()  # requests received and not acted on yet (hold_next)
         self._faults = self._baseline
+        self._epoch = 0  # resets so far: a request waiting out its latency acts in its own
         logger.info("mock support store=%s synchronous=%s", self.path, synchronous)
 
     # -- knobs and lifecycle -----------------------------------------------------------
@@ -94,6 +96,7 @@ class Support(SqliteStore):
         with self._lock:
             self._db.executescript(self._sql["reset"])
             self._faults = self._baseline
+            self._epoch += 1  # a request waiting out its latency now never acts
         self.holding.forget()
         logger.info("mock support reset store=%s", self.path)
 
@@ -169,9 +172,12 @@ class Support(SqliteStore):
         generation: int | None,
     ) -> Outcome:
         latency = self._faults.latency + (self._faults.send_latency if op == "send_email" else 0)
+        epoch = self._epoch
         if latency > 0:
             wait(latency)
         with self._lock:
+            if self._epoch != epoch:
+                raise Forgotten(f"the desk was reset while {op} {ref} waited out its latency")
             self._faults, hold = taken(self._faults, "hold_next")
             self._faults, fail = (
                 (self._faults, False) if hold else taken(self._faults, "fail_before")

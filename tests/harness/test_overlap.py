@@ -144,7 +144,7 @@ class HangsWhenSuperseded(Conforming):
     def charge(self, job: str) -> None:
         super().charge(job)
         if len(self.store.load().get("done", [])) > len(self.data["done"]) + 1:
-            time.sleep(60)
+            time.sleep(60)  # real time: a hang the harness must time out and kill
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="process mode needs os.fork")

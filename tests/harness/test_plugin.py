@@ -37,10 +37,10 @@ def factory(agent):
 def test_the_conform_fixture_returns_the_report_of_a_passing_subject(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(agents=AGENTS)
+    pytester.makepyfile(plugin_subjects=AGENTS)  # not "agents": openai-agents owns that name
     pytester.makepyfile(
         """
-        from agents import Agent, factory
+        from plugin_subjects import Agent, factory
 
         def test_agent_is_crash_safe(conform):
             report = conform(factory(Agent), inputs=["a", "b", "c"])
@@ -59,10 +59,10 @@ def test_the_conform_fixture_returns_the_report_of_a_passing_subject(
 def test_the_conform_fixture_fails_the_test_with_the_report_text(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(agents=AGENTS)
+    pytester.makepyfile(plugin_subjects=AGENTS)  # not "agents": openai-agents owns that name
     pytester.makepyfile(
         """
-        from agents import Unkeyed, factory
+        from plugin_subjects import Unkeyed, factory
 
         def test_agent_is_crash_safe(conform):
             conform(factory(Unkeyed), inputs=["a", "b"])
@@ -86,10 +86,10 @@ def test_the_conform_fixture_fails_the_test_with_the_report_text(
 
 
 def test_the_conform_fixture_passes_options_through(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(agents=AGENTS)
+    pytester.makepyfile(plugin_subjects=AGENTS)  # not "agents": openai-agents owns that name
     pytester.makepyfile(
         """
-        from agents import Unkeyed, factory
+        from plugin_subjects import Unkeyed, factory
 
         def test_only_the_baselines(conform):
             report = conform(factory(Unkeyed), inputs=["a", "b"], only="run")
@@ -103,10 +103,10 @@ def test_the_conform_fixture_passes_options_through(pytester: pytest.Pytester) -
 def test_the_conform_fixture_takes_repeat_and_scenarios_and_fails_with_their_counts(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(agents=AGENTS)
+    pytester.makepyfile(plugin_subjects=AGENTS)  # not "agents": openai-agents owns that name
     pytester.makepyfile(
         """
-        from agents import Unkeyed, factory
+        from plugin_subjects import Unkeyed, factory
 
         def test_agent_is_crash_safe(conform):
             conform(factory(Unkeyed), inputs=["a"], repeat=3, scenarios=["crash", "overlap"])
