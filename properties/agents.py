@@ -37,6 +37,8 @@ from agent_runtime import Agent, Call, Result, Tool, Wiring, tool
 from agent_runtime.clients import GENERATION_HEADER
 from agent_runtime.tools import provisioning as seed
 
+from . import waits
+
 KINDS: Final = ("provisioning", "parallel", "support", "once")
 DEFAULT_KIND: Final = "provisioning"
 SUPPORT_INPUT: Final = "Order A-1001 arrived broken: the mug is chipped."
@@ -67,24 +69,28 @@ def desk_tools(wiring: Wiring, *, url: str, email: Literal["checked", "once"]) -
     wiring.closing(http.close)
     again = (httpx.TransportError, DeskUnavailable)
     retries = settings.tool_retries
+    backoff = settings.retry_backoff  # the desk's tools back off as the cloud's client does
 
     def fence(call: Call) -> dict[str, str]:
         return {GENERATION_HEADER: str(call.generation)}
 
-    @tool(effect="read", retry_on=again, retries=retries, backoff=0.0)
+    @tool(effect="read", retry_on=again, retries=retries, backoff=backoff)
     def lookup_order(call: Call, order_id: Text) -> Result:
         """Look an order up: its customer, their email, its items."""
+        waits.attempted(call, "lookup_order")
         order = _answer(http.get(f"/v1/orders/{quote(order_id, safe='')}", headers=fence(call)))
         return Result(order, status="read")
 
-    @tool(effect="keyed", retry_on=again, retries=retries, backoff=0.0)
+    @tool(effect="keyed", retry_on=again, retries=retries, backoff=backoff)
     def file_ticket(call: Call, order_id: Text, summary: Text) -> Result:
         """File a support ticket about an order."""
+        waits.attempted(call, "file_ticket")
         body = {"order_id": order_id, "summary": summary}
         ticket = _answer(http.post("/v1/tickets", json=body, headers=call.headers()))
         return Result(ticket, status=str(ticket.get("status", "created")))
 
     def send(call: Call, to: Text, subject: Text, body: Text) -> Result:
+        waits.attempted(call, "send_email")
         message = {"message_id": call.key, "to": to, "subject": subject, "body": body}
         delivered = _answer(http.post("/v1/messages", json=message, headers=fence(call)))
         return Result(delivered, status="created")
@@ -96,12 +102,13 @@ def desk_tools(wiring: Wiring, *, url: str, email: Literal["checked", "once"]) -
         description="Email the customer.",
         retry_on=again,
         retries=retries,
-        backoff=0.0,
+        backoff=backoff,
     )
     if email == "checked":
 
         @send_email.check
         def delivered(call: Call, to: str, subject: str, body: str) -> Result | None:
+            waits.attempted(call, "send_email")
             path = f"/v1/messages/{quote(call.key, safe='')}"
             found = _answer(http.get(path, headers=fence(call)))
             return None if not found["delivered"] else Result(found["first"], status="found")

@@ -15,7 +15,9 @@ plus those only the runner can judge, because it knows who ran between two snaps
   nothing else moves a run's attempts or progress;
 - **parked_acted**: a run that needs attention stays exactly as it was parked (no
   decision, no call, no model answer, no request to any remote, no claim) until an
-  operator resolves it.
+  operator resolves it;
+- **backoff** (:mod:`properties.waits`): a tool's retry comes after one wait of exactly its
+  declared backoff for that attempt, and a tool waits only before a retry.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .observe import Snapshot, snapshot
 from .remotes import Answer
 from .shadow import Shadow
 from .violations import Violation, raise_if
+from .waits import backoff_truth
 
 
 class Checks(Endings):
@@ -87,6 +90,7 @@ class Checks(Endings):
         found += claim_owners(self.previous, now)
         found += self._lease_changes(self.previous, now)
         found += self._parked_checks(self.previous, now)
+        found += self._wait_checks()
         self.previous = now
         self.moved.clear()
         self.resolved.clear()
@@ -240,6 +244,15 @@ class Checks(Endings):
                 )
         return found
 
+    def _wait_checks(self) -> list[Violation]:
+        """The backoff of every in-process worker that ran (its waits are recorded)."""
+        found: list[Violation] = []
+        for w in self.workers:
+            log = getattr(w.pilot, "waits", None)
+            if log is not None:
+                found += backoff_truth(w.label, log, w.settings.run_backoff_cap)
+        return found
+
     def _sent_since(self, answers: list[Answer], run: str, generation: int) -> list[Answer]:
         """:func:`_answers_since`, less the landings of requests held since earlier."""
         return [
@@ -264,6 +277,7 @@ class Checks(Endings):
         found = list(self.problems)
         self.problems.clear()
         found += baseline.settled(now, self._settling(), self.asks)
+        found += self._wait_checks()
         for w in self.workers:
             if w.alive:
                 found.append(Violation("settled", w.run, None, f"{w.label} is still alive"))

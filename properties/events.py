@@ -81,6 +81,10 @@ op                 what happens                                    fields
                    workers already running keep theirs
 =================  ==============================================  ==========================
 
+``crash``, ``pause`` and ``stall`` also take the point ``retry_wait``: a worker's wait
+before a retry (a tool's backoff between two attempts, or its client's wait before it sends
+again), where nothing of the worker runs until the schedule lets it go on.
+
 The last four apply only where a real supervisor runs (``--mode pool``); the other
 runners skip them.
 
@@ -100,6 +104,7 @@ from typing import Any, Final
 from agent_runtime.crash import CRASH_POINTS
 
 from .agents import DEFAULT_KIND, KINDS
+from .waits import WAIT_POINT
 
 FORMAT: Final = "crashresume.schedule/5"
 # /1 had no tick, heartbeat, db_crash; /2 no agent (every run the seed's) and no resolve;
@@ -139,6 +144,9 @@ _RUN_OPS: Final = frozenset(OPS) - {
     "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land", "configure"
 }  # fmt: skip
 # the settings a configure event may change, each with the most it may set
+# where a worker can be paused, crashed or stalled: the runtime's crash points, and a retry
+# wait (properties.waits: a tool's backoff, or its client's wait before a re-send)
+GATES: Final = (*CRASH_POINTS, WAIT_POINT)
 TUNABLE: Final = {"tool_retries": 4, "max_bad_answers": 4}
 # what only the pool mode generates and does (properties.pool_runner)
 POOL_OPS: Final = ("sigterm", "hangup", "stop_supervisor", "rival_sweep")
@@ -178,8 +186,8 @@ class Event:
             )
         if self.op in _NEEDS_RUN and (self.run is None or not 0 <= self.run < RUNS):
             raise ScheduleError(f"{self.op} needs run in 0..{RUNS - 1}, got {self.run!r}")
-        if self.op in ("crash", "pause", "stall") and self.point not in CRASH_POINTS:
-            raise ScheduleError(f"{self.op} needs point in {', '.join(CRASH_POINTS)}")
+        if self.op in ("crash", "pause", "stall") and self.point not in GATES:
+            raise ScheduleError(f"{self.op} needs point in {', '.join(GATES)}")
         if self.op == "db_crash" and self.point is not None:
             if self.point not in CRASH_POINTS:
                 raise ScheduleError(f"db_crash point must be one of {', '.join(CRASH_POINTS)}")

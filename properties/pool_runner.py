@@ -58,7 +58,7 @@ from .pool_pilot import PoolPilot
 from .pool_world import SIGTERMED, PoolWorld, Supervised
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, scratch_dir
-from .runner import ScheduleRunner
+from .runner import SETTINGS, ScheduleRunner
 from .violations import Violation
 
 MAX_PASSES: Final = 8  # passes one event may cause (each hand-out may end a run at once)
@@ -89,7 +89,9 @@ class PoolRunner(ScheduleRunner):
         self.log_dir = log_dir or scratch_dir("properties-pool-")
         self._own_remotes = remotes is None
         remotes = remotes or HttpRemotes()
-        super().__init__(url, variant=variant, remotes=remotes, server=server)
+        # the supervisor's own workers really sleep: their retries do not back off
+        settings = SETTINGS.with_changes(retry_backoff=0.0)
+        super().__init__(url, variant=variant, remotes=remotes, server=server, settings=settings)
         self._agent_names = {k: a.name for k, a in suite_agents(remotes.support_url).items()}
         self._handing: dict[str, tuple[Supervised, WorkerProcess]] = {}
         self.world = PoolWorld(

@@ -45,6 +45,7 @@ from .pilots import (
     enter,
     owner_of,
 )
+from .waits import WaitSeam
 
 
 class _Channel:
@@ -114,6 +115,7 @@ def child_main(config: dict[str, Any], channel: _Channel) -> int:
             owner=owner,
             hook=hook,
             support_url=config["support_url"],
+            sleep=WaitSeam(hook),  # never sleeps, as in-process: a gate at a retry wait
             heartbeat_connect=heartbeat_connect,
         )
         channel.send({"hello": {"owner": owner, "backend_pid": conn.info.backend_pid}})

@@ -56,13 +56,14 @@ VACUUM_EVERY: Final = 20  # examples between two vacuums of the emptied tables
 KNOB_EVENTS: Final = frozenset({"cloud_fault", "model_fault"})
 
 # The same settings in both runners; tool_timeout only costs real time in the process
-# runner (a dropped answer is waited for), and retries do not back off.
+# runner (a dropped answer is waited for). Retries back off (the desk's tools and the cloud's
+# client alike), but nobody really sleeps: a worker's wait is a gate (properties.waits).
 SETTINGS: Final = Settings(
     lease=LEASE,
     heartbeat=3.0,
     tool_timeout=1.0,
     tool_retries=2,
-    retry_backoff=0.0,
+    retry_backoff=0.5,  # 0.5, 1, 2, 4 s before the retries: properties.waits checks them
     model_timeout=10.0,
     run_backoff=1.0,  # a run released on a resumable error waits 1, 2, 4, 8, 8... seconds
     run_backoff_cap=8.0,

@@ -30,6 +30,9 @@ model answers garbage twice before the step, then the run is restarted), ``remot
 ``gave_up`` (workers configured to show one bad answer; the model gives two: the run fails
 for good, and a restart and a sweep leave it failed), ``no_retries`` (workers configured
 not to retry: one failed request stops the step, the next worker gets through),
+``wait_outpaced`` and ``wait_cancelled`` (one failed request; while the worker waits to
+send it again, at the gate ``retry_wait``, the run is taken over or cancelled: no re-send may
+go out; not at a ``once`` call, which parks instead of retrying),
 ``stale_outage`` (at a read's step only: an outpaced worker's read meets an outage, and its
 stop must free nothing of its successor's run), ``two_runs`` (two runs of the kind at the
 same step, one restarted). A read's step is spoiled with the desk's ``fail_lookups``, every
@@ -59,11 +62,15 @@ from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
 from .runner import SETTINGS, ScheduleRunner
+from .waits import WAIT_POINT
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
+# a takeover (wait_outpaced) or an operator's cancel (wait_cancelled) lands while the worker
+# waits to retry a failed request (properties.waits): it must not send again
+WAIT_STORIES: Final = ("wait_outpaced", "wait_cancelled")
 STEP_STORIES: Final = (
     "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
-    "held_retried", "gave_up", "no_retries",
+    "held_retried", "gave_up", "no_retries", *WAIT_STORIES,
 )  # fmt: skip
 READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
 READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
@@ -189,6 +196,22 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="cloud_fault", fault=fault, n=1 if how == "remote_fault" else OUTAGE),
             Event(op="step", run=0),
         )
+    if how in WAIT_STORIES:  # one failed request; while the worker waits to send it again,
+        events = [  # the run is taken over (its heartbeat finds out) or cancelled
+            start,
+            Event(op="pause", run=0, point="before_intent", seq=seq),
+            Event(op="cloud_fault", fault=fault, n=1),
+            Event(op="pause", run=0, point=WAIT_POINT, seq=seq),
+        ]
+        if how == "wait_outpaced":
+            events += [
+                Event(op="restart", run=0),
+                Event(op="heartbeat", run=0),
+                Event(op="resume", run=0),
+            ]
+        else:
+            events += [Event(op="cancel", run=0), Event(op="step", run=0)]
+        return tuple(events)
     if how == "stale_outage":  # an outpaced worker's read meets an outage: its stop frees
         return (  # nothing of the run its successor holds
             start,
@@ -313,6 +336,8 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                 if how in STEP_STORIES:
                     if how in READ_STORIES and tool != READ_TOOL:
                         continue
+                    if how in WAIT_STORIES and ONCE_TOOL.get(kind) == tool:
+                        continue  # a once call parks on a failed request: it never retries
                     if tool != "done" or how in ("bad_answers", "gave_up"):
                         events = story(kind, how, "", seq, tool)
                         yield Cell(how=how, kind=kind, point="", seq=seq, events=events)

@@ -25,7 +25,7 @@ from agent_runtime.config import Settings
 from agent_runtime.crash import InjectedCrash
 from agent_runtime.store import db
 
-from . import sqlfile, variants
+from . import sqlfile, variants, waits
 from .pilots import (
     CRASHED,
     DONE,
@@ -205,6 +205,7 @@ class ThreadPilot(Pilot):
         self.dropped = False  # set by the runner when it terminates this backend
         self._heartbeat: db.Connection | None = None  # the last one its heartbeat made
         self.heartbeat_open = False  # ... and not closed since
+        self.waits = waits.WaitLog()  # every wait it makes, and its tools' attempts
         self._worker = build_worker(
             variant,
             self._conn,
@@ -213,7 +214,7 @@ class ThreadPilot(Pilot):
             hook=self._gate,
             support_url=support_url,
             transports=transports,
-            sleep=lambda seconds: None,
+            sleep=waits.WaitSeam(self._gate, self.waits),  # never sleeps: a gate at a retry
             heartbeat_connect=self._heartbeat_connect,
         )
         self._ended = False
@@ -262,6 +263,7 @@ class ThreadPilot(Pilot):
     def _body(self) -> None:
         message: Message = Exit(kind=DONE)
         _current.pilot = self
+        waits.bind(self.waits)
         try:
             enter(self._worker, self.start, self._support_url)
         except InjectedCrash:
