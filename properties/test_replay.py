@@ -14,6 +14,7 @@ from hypothesis import given
 from .events import Event, Schedule, ScheduleError
 from .profiles import active_profile, profile_settings
 from .runners import InProcessRunner, ProcessRunner
+from .scope import story
 from .server import DATADIR_ENV, SuiteDatabase
 from .strategies import schedules
 
@@ -68,6 +69,23 @@ def test_the_same_schedule_replays_to_the_same_outcome_in_both_runners(
     assert [c[1] for c in first["r0"]["calls"]] == ["r0:0", "r0:1", "r0:2"]
     assert first["r0"]["calls"][1][3] == "already_done"
     assert first["r1"]["model_calls"] == 5  # 4 answers journaled + 1 held by the fenced zombie
+
+
+@pytest.mark.parametrize(
+    ("kind", "how"), [("provisioning", "wait_outpaced"), ("support", "wait_cancelled")]
+)
+def test_a_retry_wait_is_the_same_gate_in_both_runners(
+    inprocess_runner: InProcessRunner, process_runner: ProcessRunner, kind: str, how: str
+) -> None:
+    """A worker's wait before a re-send (its client's, or its tool's backoff) is a gate in a
+    thread and in a process alike; neither really sleeps."""
+    events = story(kind, how, "", 1)
+    first = inprocess_runner.replay(events)
+    trace = list(inprocess_runner.trace)
+    assert any("waits at retry_wait seq=1" in line for line in trace)
+    assert any("ended: LeaseLost" in line for line in trace)  # no re-send after the wait
+    assert process_runner.replay(events) == first
+    assert process_runner.trace == trace
 
 
 def test_random_schedules_replay_deterministically(inprocess_runner: InProcessRunner) -> None:

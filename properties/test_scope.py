@@ -8,10 +8,12 @@ from .agents import KINDS
 from .runners import InProcessRunner
 from .scope import (
     DURABLE_STORIES,
+    ONCE_TOOL,
     POINT_STORIES,
     RESOLVE_STORIES,
     STEP_STORIES,
     STORIES,
+    WAIT_STORIES,
     WRITTEN_AT,
     grid,
 )
@@ -40,6 +42,9 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
             assert (kind, "remote_fault", "before_intent", seq) in seen
             assert (kind, "two_runs", "after_confirm", seq) in seen
             assert (kind, "no_retries", "before_intent", seq) in seen
+            for how in WAIT_STORIES:  # a once call parks instead of waiting to retry
+                waits = ONCE_TOOL.get(kind) != tool
+                assert ((kind, how, "before_intent", seq) in seen) == waits, (kind, how, seq)
         for seq in range(len(tools)):
             assert (kind, "bad_answers", "before_decide", seq) in seen
             assert (kind, "gave_up", "before_decide", seq) in seen

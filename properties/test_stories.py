@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import Lease
+from agent_runtime.backoff import Backoff
 from agent_runtime.loop import claiming, lease, worker
 from agent_runtime.operator import views
 from agent_runtime.store.journal import Journal
@@ -228,3 +229,50 @@ def test_a_checked_call_is_sent_before_anyone_waits_for_it_to_land(
 
     monkeypatch.setattr(Actor, "_attempts", waiting_first)
     assert "stopped with CallInFlight" in failure(runner, events)
+
+
+class LateBackoff(Backoff):
+    """The wait of the next retry, one too far along (as ``delay(attempt ** 1)`` would)."""
+
+    def delay(self, attempt: int) -> float:
+        return super().delay(attempt + 1)
+
+
+def _retries_without_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retry goes out at once (as ``if attempt < 1`` would: no wait, no guard)."""
+    attempts = Actor._attempts
+
+    def hasty(self: Actor, *args: Any, **kwargs: Any) -> Any:
+        self._sleep = lambda seconds: None
+        return attempts(self, *args, **kwargs)
+
+    monkeypatch.setattr(Actor, "_attempts", hasty)
+
+
+@pytest.mark.parametrize("slip", ["late", "hasty"])
+def test_a_tools_retry_waits_its_declared_backoff(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, slip: str
+) -> None:
+    events = story("support", "remote_fault", "", 1, "file_ticket")
+    assert failure(runner, events) == ""
+    if slip == "late":
+        monkeypatch.setattr(worker, "Backoff", LateBackoff)
+        caught = "[backoff] run r0 step 1: w1 waited 1.0s before attempt 2 of file_ticket"
+    else:
+        _retries_without_waits(monkeypatch)
+        caught = "[backoff] run r0 step 1: w1 made attempt 2 of file_ticket after 0 backoff"
+    assert caught in failure(runner, events)
+
+
+@pytest.mark.parametrize(
+    ("how", "caught"), [("wait_outpaced", "[fenced_act] run r0"), ("wait_cancelled", "[cancel")]
+)
+def test_a_clients_wait_ends_by_asking_whether_the_run_is_still_held(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, how: str, caught: str
+) -> None:
+    """A takeover or an operator's cancel that lands while the cloud's client waits to send
+    again: the re-send must not go out (``OwnedWait`` checks the lease after its wait)."""
+    events = story("provisioning", how, "", 0, "create_server")
+    assert failure(runner, events) == ""
+    monkeypatch.setattr(lease.OwnedWait, "__call__", lambda self, seconds: self._sleep(seconds))
+    assert caught in failure(runner, events)
