@@ -106,8 +106,10 @@ def settled(now: Snapshot, baselines: dict[str, Baseline], asks: list[Ask]) -> l
                 )
             )
             continue
-        for seq, ((_, mine_args), (_, want_args)) in enumerate(zip(got, want, strict=True)):
-            if mine_args != want_args:
+        for seq, ((tool, mine_args), (_, want_args)) in enumerate(zip(got, want, strict=True)):
+            # a final answer's arguments are journaled as the model gave them (a spoiled
+            # one's too) and act on nothing: its text, the output, is compared below
+            if mine_args != want_args and tool != "done":
                 found.append(
                     Violation(
                         "settled", run, seq, f"arguments {mine_args}, crash-free run {want_args}"

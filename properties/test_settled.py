@@ -66,3 +66,12 @@ def test_a_done_run_whose_output_is_not_its_final_answers_text_is_not_settled() 
     other = "Nothing done (call #2)."
     (wrong,) = settled(finished(other, other), {"r0": baseline}, [])
     assert "the crash-free run with 'All done (call #N): server srv-N (srv-N).'" in str(wrong)
+
+
+def test_a_final_answers_arguments_are_not_compared_with_the_baseline() -> None:
+    """A final answer is journaled with the arguments the model gave it (a spoiled one's
+    too, since it is no call): they act on nothing, so only its text, the output, counts."""
+    baseline = Baseline(tools=("done",), args=({},))
+    spoiled = [DecisionRow(seq=0, tool="done", args={"force": True}, llm_call=1, generation=1)]
+    now = _snapshot(decisions=spoiled, calls=[], effects=[], status="done")
+    assert settled(now, {"r0": baseline}, []) == []
