@@ -10,7 +10,9 @@ parallel        ``provisioning-parallel``          the same three; the database 
                 (``mock-provisioner-parallel``)    record come in one answer: two calls
 support         ``support`` (``mock-support``)     ``lookup_order`` ``read``, ``file_ticket``
                                                    ``keyed``, ``send_email`` ``checked``
-once            ``support-once`` (``mock-support``) the same, but ``send_email`` is ``once``
+once            ``support-once``                   the same, but ``send_email`` is ``once``,
+                (``mock-support-parallel``)        and the lookup and the ticket come in the
+                                                   first answer: two calls at step 0
 ==============  =================================  ===========================================
 
 The support tools talk to the mock support desk (``mock_remotes.Support``) through the
@@ -127,18 +129,26 @@ def suite_agents(support_url: str) -> Mapping[str, Agent]:
             model="mock-provisioner-parallel",
         ),
         "support": _desk_agent("support", support_url, email="checked"),
-        "once": _desk_agent("support-once", support_url, email="once"),
+        "once": _desk_agent(
+            "support-once", support_url, email="once", model="mock-support-parallel"
+        ),
     }
 
 
-def _desk_agent(name: str, support_url: str, *, email: Literal["checked", "once"]) -> Agent:
-    """The support agent whose email tool has the contract ``email``."""
+def _desk_agent(
+    name: str,
+    support_url: str,
+    *,
+    email: Literal["checked", "once"],
+    model: str = "mock-support",
+) -> Agent:
+    """The support agent whose email tool has the contract ``email``, asking ``model``."""
     return Agent(
         name=name,
         tools=functools.partial(desk_tools, url=support_url, email=email),
         instructions="You answer customers about their orders.",
         input=SUPPORT_INPUT,
-        model="mock-support",
+        model=model,
     )
 
 

@@ -5,7 +5,8 @@ the outcome two runners must agree on.
 order; its arguments equal the baseline's up to the call numbers the mock model writes
 (``srv-3``, ``(#3)``) and the ids they refer to; every tool step is confirmed and every
 effectful one matched by exactly one effect at its remote (nothing lost); no model answer
-is left in flight.
+is left in flight; its output (the final answer's text) is exactly the text of the answer
+journaled for its final decision, and the baseline's up to those call numbers and ids.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .accounting import Ask
-from .observe import KIND_OF, Snapshot
+from .observe import KIND_OF, RunRow, Snapshot
 from .violations import Violation
 
 _NUMBER: Final = re.compile(r"-(\d+)")
 _CALL_NUMBER: Final = re.compile(r"\(#\d+\)")  # the support plan's "(#3)"
 _TICKET: Final = re.compile(r"\bT-\d+\b")  # a ticket id the desk handed out
+_HASH_NUMBER: Final = re.compile(r"#\d+")  # a final text's "(call #4)", "(#4)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +33,7 @@ class Baseline:
 
     tools: tuple[str, ...]
     args: tuple[dict[str, Any], ...]
+    output: str | None = None  # the final answer's text, normalised (None: it has none)
 
 
 def normalised(args: dict[str, Any]) -> dict[str, Any]:
@@ -48,6 +51,13 @@ def normalised(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def normalised_output(text: str | None) -> str | None:
+    """A final answer's text with the call numbers the mock model writes (``#4``) and the
+    ids and names they refer to (``srv-0000002``, ``app-4.example.test``, ``T-0000001``)
+    replaced by placeholders: a crash may cost a model call, which shifts them."""
+    return None if text is None else _NUMBER.sub("-N", _HASH_NUMBER.sub("#N", text))
+
+
 def given_up(now: Snapshot, run: str, seq: int) -> bool:
     """Whether an operator failed the call (``resolve --fail``), or the runtime refused it
     (a spoiled answer: an unknown tool, invalid arguments; never sent): the model then
@@ -62,9 +72,11 @@ SET_ASIDE: Final = frozenset({("failed", "operator"), ("failed", "rejected")})
 def baseline_of(now: Snapshot, run: str) -> Baseline:
     steps = sorted(now.decisions.get(run, {}))
     decisions = [now.decisions[run][s] for s in steps if not given_up(now, run, s)]
+    row = now.runs.get(run)
     return Baseline(
         tools=tuple(d.tool for d in decisions),
         args=tuple(normalised(d.args) for d in decisions),
+        output=None if row is None else normalised_output(row.output),
     )
 
 
@@ -94,13 +106,16 @@ def settled(now: Snapshot, baselines: dict[str, Baseline], asks: list[Ask]) -> l
                 )
             )
             continue
-        for seq, ((_, mine_args), (_, want_args)) in enumerate(zip(got, want, strict=True)):
-            if mine_args != want_args:
+        for seq, ((tool, mine_args), (_, want_args)) in enumerate(zip(got, want, strict=True)):
+            # a final answer's arguments are journaled as the model gave them (a spoiled
+            # one's too) and act on nothing: its text, the output, is compared below
+            if mine_args != want_args and tool != "done":
                 found.append(
                     Violation(
                         "settled", run, seq, f"arguments {mine_args}, crash-free run {want_args}"
                     )
                 )
+        found += _output(run, row, mine, baseline)
         calls = now.calls.get(run, {})
         held = {row.key: row for row in now.effects_of(run)}
         expected_keys = set()
@@ -167,6 +182,33 @@ def outcome(now: Snapshot, runs: list[str]) -> dict[str, Any]:
         }
     out["resources"] = dict(sorted(Counter(r.kind for r in now.effects).items()))
     return out
+
+
+def _output(run: str, row: RunRow, mine: Baseline, baseline: Baseline) -> list[Violation]:
+    """A done run's output is its final answer's text: exactly the text of the answer
+    journaled for its final decision, and the crash-free run's up to call numbers and ids."""
+    found: list[Violation] = []
+    if row.output != row.final_text:
+        found.append(
+            Violation(
+                "settled",
+                run,
+                None,
+                f"finished with output {row.output!r}, but the final answer journaled for it "
+                f"says {row.final_text!r}: a run's output is its final answer's text",
+            )
+        )
+    if mine.output != baseline.output:
+        found.append(
+            Violation(
+                "settled",
+                run,
+                None,
+                f"finished with output {row.output!r}, the crash-free run with "
+                f"{baseline.output!r} (call numbers and ids aside)",
+            )
+        )
+    return found
 
 
 def _steps(baseline: Baseline) -> list[tuple[str, dict[str, Any]]]:

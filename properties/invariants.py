@@ -210,6 +210,9 @@ _REFERS: Final = {
     "file_ticket": [("order_id", "lookup_order", "id", "is")],
     "send_email": [("to", "lookup_order", "email", "is"), ("subject", "file_ticket", "id", "in")],
 }
+# ... unless it was decided in one answer with that earlier tool's call (a parallel answer):
+# then it is what that call was asked with, (tool, argument) -> the call's argument.
+_SAME_ANSWER: Final = {("file_ticket", "order_id"): "order_id"}
 
 
 def _references(
@@ -228,6 +231,9 @@ def _references(
                 if calls[s].state == "confirmed"
             ]
             expected = results[0].get(wanted) if results else None
+            same = _SAME_ANSWER.get((d.tool, field_))
+            if same is not None and (sibling := _sibling(decisions, d, source)) is not None:
+                expected = sibling.args.get(same)
             got = d.args.get(field_)
             ok = got == expected if how == "is" else str(expected) in str(got)
             if expected is None or not ok:
@@ -241,6 +247,15 @@ def _references(
                     )
                 )
     return found
+
+
+def _sibling(decisions: dict[int, DecisionRow], d: DecisionRow, tool: str) -> DecisionRow | None:
+    """The call of ``tool`` decided before ``d`` in the same model answer, if any."""
+    return next(
+        (p for s, p in sorted(decisions.items()) if s < d.seq and p.tool == tool
+         and p.llm_call == d.llm_call),
+        None,
+    )  # fmt: skip
 
 
 def answers_whole(now: Snapshot) -> list[Violation]:

@@ -28,6 +28,8 @@ class RunRow:
     lease_expires_at: datetime | None = None
     attempts: int = 0  # claims since the run last made progress
     progress_at: datetime | None = None
+    output: str | None = None  # the final answer's text, as the run was finished with it
+    final_text: str | None = None  # the text of the answer journaled for its final decision
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +98,8 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
             lease_expires_at=r["lease_expires_at"],
             attempts=r["attempts"],
             progress_at=r["progress_at"],
+            output=r["output"],
+            final_text=r["final_text"],
         )
         decisions[run] = {
             seq: DecisionRow(

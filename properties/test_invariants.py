@@ -386,3 +386,23 @@ def test_an_unknown_profile_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("HYPOTHESIS_PROFILE", "fast")
     with pytest.raises(ValueError, match="use one of dev, ci, nightly"):
         active_profile()
+
+
+def test_a_ticket_decided_with_its_lookup_refers_to_the_order_the_lookup_asks_for() -> None:
+    """A parallel answer's ticket names the order its lookup asks for (both from the user's
+    message); in a later answer it must be the order the confirmed lookup read."""
+    from .invariants import _references
+
+    lookup = DecisionRow(seq=0, tool="lookup_order", args=ORDER, llm_call=1, generation=1)
+    asked = CallRow(seq=0, key="r0:0", state="intent", result=None, remote_status=None,
+                    generation=1, confirm_generation=None, effect="read")  # fmt: skip
+
+    def ticket(order: str, llm_call: int) -> DecisionRow:
+        args = {"order_id": order, "summary": "broken (#1)"}
+        return DecisionRow(seq=1, tool="file_ticket", args=args, llm_call=llm_call, generation=1)
+
+    assert _references("r0", {0: lookup, 1: ticket("A-1001", 1)}, {0: asked}) == []
+    (other,) = _references("r0", {0: lookup, 1: ticket("B-2002", 1)}, {0: asked})
+    assert "file_ticket was decided with order_id='B-2002'" in str(other)
+    (later,) = _references("r0", {0: lookup, 1: ticket("A-1001", 2)}, {0: asked})
+    assert "confirmed lookup_order has id=None (a history that never happened)" in str(later)

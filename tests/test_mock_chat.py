@@ -242,7 +242,12 @@ def test_a_failed_call_reported_as_an_error_is_asked_for_again(llm: openai.OpenA
 def test_the_model_list_names_every_plan(llm: openai.OpenAI) -> None:
     names = [m.id for m in llm.models.list()]
 
-    assert names == ["mock-provisioner", "mock-provisioner-parallel", "mock-support"]
+    assert names == [
+        "mock-provisioner",
+        "mock-provisioner-parallel",
+        "mock-support",
+        "mock-support-parallel",
+    ]
 
 
 # -- one counter for both protocols ---------------------------------------------------------------

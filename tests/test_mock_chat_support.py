@@ -53,7 +53,11 @@ def carry_out(desk: httpx.Client, run: str, seq: int, name: str, args: dict[str,
 
 
 def converse(
-    llm: openai.OpenAI, desk: httpx.Client, said: str, run: str = "help-1"
+    llm: openai.OpenAI,
+    desk: httpx.Client,
+    said: str,
+    run: str = "help-1",
+    model: str = "mock-support",
 ) -> tuple[list[tuple[str, dict[str, Any]]], str]:
     """Hold the whole conversation; the tool calls in order, and the final text."""
     messages: list[dict[str, Any]] = [
@@ -63,7 +67,7 @@ def converse(
     calls: list[tuple[str, dict[str, Any]]] = []
     for _ in range(10):
         answer = llm.chat.completions.create(
-            model="mock-support", messages=messages, tools=SUPPORT_TOOLS, user=run
+            model=model, messages=messages, tools=SUPPORT_TOOLS, user=run
         )
         message = answer.choices[0].message
         if not message.tool_calls:
@@ -110,6 +114,19 @@ def test_the_support_plan_looks_up_files_a_ticket_and_emails_the_customer(
     assert [t.key for t in support.tickets()] == ["help-1:2"]
     assert [d.message_id for d in support.deliveries()] == ["help-1:3"]
     assert model.calls("help-1") == 4
+
+
+def test_the_parallel_support_plan_files_the_ticket_in_the_lookups_answer(
+    llm: openai.OpenAI, support_http: httpx.Client, support: Support, model: Model
+) -> None:
+    calls, final = converse(llm, support_http, "Order A-1001 arrived broken", "help-2",
+                            model="mock-support-parallel")  # fmt: skip
+
+    assert [name for name, _ in calls] == ["lookup_order", "file_ticket", "send_email"]
+    assert calls[1][1] == {"order_id": "A-1001", "summary": "Order A-1001 arrived broken (#1)"}
+    assert calls[2][1]["subject"] == "Ticket T-0000001: your order A-1001 (#2)"
+    assert final == "Filed ticket T-0000001 for order A-1001 and emailed ada@example.test (#3)."
+    assert model.calls("help-2") == 3  # the lookup and the ticket came in one answer
 
 
 def test_a_message_naming_no_order_gets_a_question_back(

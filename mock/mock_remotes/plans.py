@@ -14,7 +14,9 @@ Plans, by the model name that selects them on `/v1/chat/completions`:
 - `mock-provisioner-parallel`: the same, but the database and the DNS record
   come together in one answer once the server exists;
 - `mock-support`: the user names an order (`A-1001`); look it up, file a ticket
-  about it, email the customer, then a final text.
+  about it, email the customer, then a final text;
+- `mock-support-parallel`: the same, but the lookup and the ticket (which needs only
+  the order's id) come together in the first answer: several calls at step 0.
 """
 
 from __future__ import annotations
@@ -216,15 +218,22 @@ def _support(context: Context) -> Move:
         return _final(lambda n: f"Which order is this about? Please name it, e.g. A-1001 (#{n}).")
     order_id, said = named
     lookup = _first(history, LOOKUP)
+    ticket = _first(history, TICKET)
+
+    def about(tool: str, n: int) -> dict[str, Any]:
+        if tool == LOOKUP:
+            return {"order_id": order_id}
+        return {"order_id": order_id, "summary": f"{said} (#{n})"}
+
     if lookup is None:
         if any(step.result.get("error") == "unknown_order" for step in context.failed):
             return _final(lambda n: f"I could not find order {order_id} (#{n}).")
-        return _calls([LOOKUP], lambda tool, n: {"order_id": order_id})
+        # the ticket needs only the order's id: a parallel answer files it with the lookup
+        return _calls([LOOKUP, TICKET] if context.parallel and ticket is None else [LOOKUP], about)
     email = _reference(lookup, "email")
     customer = lookup.result.get("customer") or "there"
-    ticket = _first(history, TICKET)
     if ticket is None:
-        return _calls([TICKET], lambda tool, n: {"order_id": order_id, "summary": f"{said} (#{n})"})
+        return _calls([TICKET], about)
     ticket_id = _reference(ticket, "id")
     if _first(history, EMAIL) is None:
         body = (
@@ -277,6 +286,14 @@ PLANS: Final[Mapping[str, Plan]] = {
             tools=_SUPPORT_ARGS,
             next=_support,
             spoil=spoil_support,
+        ),
+        Plan(
+            model="mock-support-parallel",
+            summary="the support plan; the lookup and the ticket in the first answer",
+            tools=_SUPPORT_ARGS,
+            next=_support,
+            spoil=spoil_support,
+            parallel=True,
         ),
     )
 }

@@ -14,7 +14,12 @@ VACUUM runs, decisions, tool_calls, model_answers, run_claims;
 -- name: snapshot
 -- Everything observable in the journal at one instant, one row per run.
 SELECT r.id, r.status, r.owner, r.generation, r.llm_calls, r.failure, r.lease_expires_at,
-       r.attempts, r.progress_at,
+       r.attempts, r.progress_at, r.output,
+       -- the text of the model answer journaled for the run's final decision, if any
+       (SELECT a.message->>'content' FROM decisions d
+          JOIN model_answers a ON a.run_id = d.run_id AND a.llm_call = d.llm_call
+         WHERE d.run_id = r.id AND d.tool = 'done' AND jsonb_typeof(a.message->'content') = 'string'
+         ORDER BY d.seq DESC LIMIT 1) AS final_text,
        coalesce((SELECT jsonb_agg(jsonb_build_array(d.seq, d.tool, d.args, d.llm_call,
                                                     d.generation, d.call_id) ORDER BY d.seq)
                  FROM decisions d WHERE d.run_id = r.id), '[]') AS decisions,
