@@ -23,9 +23,11 @@ PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))  # a step, or whichever comes next
 POINT: Final = st.sampled_from(CRASH_POINTS)
 # Hypothesis draws (and shrinks towards) early entries more often: interleave the kinds.
+# A database crash twice: with one entry, one fault pick in ten, it came to a few dozen in
+# the ci profile's 250 examples, the fewest of the events that a durability claim rests on.
 FAULTS: Final = (
-    "fail_before", "drop_connection", "malformed", "drop_after", "unknown_tool", "latency",
-    "hold_next", "invalid_args", "db_crash", "slow",
+    "fail_before", "drop_connection", "malformed", "db_crash", "drop_after", "unknown_tool",
+    "latency", "hold_next", "invalid_args", "db_crash", "slow",
 )  # fmt: skip
 SLOW_CLOUD: Final = 1.5  # seconds of latency: longer than the tool timeout (1 s)
 RETRIES: Final = SETTINGS.tool_retries  # a fail_before of one more fails a whole call
@@ -34,6 +36,11 @@ TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes", "overtaken")
 # gives up on it (every attempt held) and is restarted, or is killed and swept.
 IN_FLIGHT: Final = ("retried", "given_up", "killed")
 OUTAGES: Final = ("none", "failing", "slow")
+# configure events an example may hold: a rule valid in every state is drawn far more
+# often than its share (Hypothesis copies a step's draws to other steps, and only there
+# is the copy always valid): uncapped, configure was a quarter of the ci profile's events
+# and crowded out database crashes and restarts. Two: both settings, or one set twice.
+CONFIGURES: Final = 2
 assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
 
 
@@ -53,6 +60,9 @@ class DisruptionRules:
 
         def _runs(self, which: str) -> list[str]: ...
 
+        events: list[Event]
+
+    @precondition(lambda self: sum(e.op == "configure" for e in self.events) < CONFIGURES)
     @rule(setting=st.sampled_from(tuple(TUNABLE)), n=st.integers(0, 3))
     def configure(self, setting: str, n: int) -> None:
         """Workers started from now on run with other settings, as a deployment sets them

@@ -214,6 +214,21 @@ def test_a_heartbeats_thread_never_holds_the_process_at_exit(
     assert "not a daemon" in failure(runner, events)
 
 
+def test_a_slow_cloud_fails_every_attempt_of_a_worker_configured_after_it(
+    runner: InProcessRunner,
+) -> None:
+    """The latency knob lasts: a worker started with more retries than the workers of the
+    moment the cloud turned slow still meets the outage (found by the ci draws)."""
+    events = (
+        Event(op="configure", setting="tool_retries", n=0),
+        Event(op="cloud_fault", fault="latency", seconds=1.5),
+        Event(op="configure", setting="tool_retries", n=2),
+        Event(op="start", run=1, agent="once"),
+        Event(op="stall", run=1, point="after_confirm", seq=3),
+    )
+    assert failure(runner, events) == ""
+
+
 def test_a_worker_on_a_cancelled_run_must_not_end_as_if_it_were_done(
     runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
