@@ -37,8 +37,9 @@ OUTAGES: Final = ("none", "failing", "slow")
 # configure events an example may hold: a rule valid in every state is drawn far more
 # often than its share (Hypothesis copies a step's draws to other steps, and only there
 # is the copy always valid): uncapped, configure was a quarter of the ci profile's events
-# and crowded out database crashes and restarts. Two: both settings, or one set twice.
-CONFIGURES: Final = 2
+# and crowded out database crashes and restarts. One (workers before it keep theirs, so
+# an example still mixes two settings; two were measured: fewer crashes and restarts).
+CONFIGURES: Final = 1
 assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
 
 
