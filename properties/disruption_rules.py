@@ -34,6 +34,12 @@ TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes", "overtaken")
 # gives up on it (every attempt held) and is restarted, or is killed and swept.
 IN_FLIGHT: Final = ("retried", "given_up", "killed")
 OUTAGES: Final = ("none", "failing", "slow")
+# configure events an example may hold: a rule valid in every state is drawn far more
+# often than its share (Hypothesis copies a step's draws to other steps, and only there
+# is the copy always valid): uncapped, configure was a quarter of the ci profile's events
+# and crowded out database crashes and restarts. One (workers before it keep theirs, so
+# an example still mixes two settings; two were measured: fewer crashes and restarts).
+CONFIGURES: Final = 1
 assert set(FAULTS) == {*CLOUD_FAULTS, *MODEL_FAULTS, "drop_connection", "db_crash", "slow"}
 
 
@@ -53,6 +59,9 @@ class DisruptionRules:
 
         def _runs(self, which: str) -> list[str]: ...
 
+        events: list[Event]
+
+    @precondition(lambda self: sum(e.op == "configure" for e in self.events) < CONFIGURES)
     @rule(setting=st.sampled_from(tuple(TUNABLE)), n=st.integers(0, 3))
     def configure(self, setting: str, n: int) -> None:
         """Workers started from now on run with other settings, as a deployment sets them

@@ -21,7 +21,7 @@ from agent_runtime.operator.actions import resolve_call
 from . import sqlfile
 from .checks import Checks
 from .driving import WorkerRec
-from .events import Event
+from .events import TUNABLE, Event
 from .pilots import Gate
 
 DROP_WAIT: Final = 5.0  # seconds a terminated backend may take to disappear
@@ -72,8 +72,10 @@ class Disruptions(Checks):
         if e.fault == "latency":
             seconds = e.seconds or 0.0
             self.remotes.set_cloud_faults(latency=seconds)
-            if seconds >= self.settings.tool_timeout:  # every attempt times out
-                self.failures_armed += self.settings.tool_retries + 1
+            if seconds >= self.settings.tool_timeout:  # every attempt times out, of every
+                # worker's call while it lasts: a worker configured later may make more
+                most = max(self.settings.tool_retries, TUNABLE["tool_retries"])
+                self.failures_armed += most + 1
         elif e.fault == "fail_lookups":
             desk = self.remotes.desk_faults()
             self.failures_armed += e.n or 1

@@ -8,6 +8,7 @@ threads): a release that frees nothing, a call tried once, a read's failure that
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator
 from importlib import resources
 from typing import Any
@@ -180,6 +181,53 @@ def test_a_worker_that_ends_closes_its_heartbeats_connection(
 
     monkeypatch.setattr(lease.Heartbeat, "_disconnect", forget)
     assert "[leak] run r0" in failure(runner, events)
+
+
+def test_a_worker_returns_only_after_its_heartbeats_thread_ended(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Heartbeat.stop waits for its thread: a renewal still under way when the worker has
+    returned would outlive the lease it renews, its connection still open."""
+    events = (Event(op="start", run=0), Event(op="tick", seconds=3.0), Event(op="step", run=0))
+    assert failure(runner, events) == ""
+
+    def no_wait(self: lease.Heartbeat) -> None:
+        self._stop.set()  # as stop's join condition inverted would: never joined
+        if self._thread is None or not self._thread.is_alive():
+            self._disconnect()
+
+    monkeypatch.setattr(lease.Heartbeat, "stop", no_wait)
+    assert "still running after the worker returned" in failure(runner, events)
+
+
+def test_a_heartbeats_thread_never_holds_the_process_at_exit(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = (Event(op="start", run=0), Event(op="step", run=0))
+    assert failure(runner, events) == ""
+
+    def not_a_daemon(self: lease.Heartbeat) -> lease.Heartbeat:  # as daemon=False would
+        self._thread = threading.Thread(target=self._loop, daemon=False)
+        self._thread.start()
+        return self
+
+    monkeypatch.setattr(lease.Heartbeat, "start", not_a_daemon)
+    assert "not a daemon" in failure(runner, events)
+
+
+def test_a_slow_cloud_fails_every_attempt_of_a_worker_configured_after_it(
+    runner: InProcessRunner,
+) -> None:
+    """The latency knob lasts: a worker started with more retries than the workers of the
+    moment the cloud turned slow still meets the outage (found by the ci draws)."""
+    events = (
+        Event(op="configure", setting="tool_retries", n=0),
+        Event(op="cloud_fault", fault="latency", seconds=1.5),
+        Event(op="configure", setting="tool_retries", n=2),
+        Event(op="start", run=1, agent="once"),
+        Event(op="stall", run=1, point="after_confirm", seq=3),
+    )
+    assert failure(runner, events) == ""
 
 
 def test_a_worker_on_a_cancelled_run_must_not_end_as_if_it_were_done(

@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import httpx
 import psycopg
@@ -24,6 +24,9 @@ from psycopg.rows import dict_row
 from agent_runtime.config import Settings
 from agent_runtime.crash import InjectedCrash
 from agent_runtime.store import db
+
+if TYPE_CHECKING:
+    from agent_runtime.loop.lease import Heartbeat
 
 from . import sqlfile, variants, waits
 from .pilots import (
@@ -46,6 +49,10 @@ from .pilots import (
 )
 
 ABANDON_WAIT: Final = 10.0  # seconds cleanup waits for an in-process worker to stop
+# The period of an in-process worker's real heartbeat thread: one that never comes, so the
+# thread never beats on its own (the schedule chooses every beat) but is started, and
+# stopped by the worker's own Heartbeat.stop(), as in production.
+NEVER: Final = threading.TIMEOUT_MAX  # seconds
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +167,8 @@ class ConnectionPool:
 # The in-process worker whose thread (its own, or the runner's during its beat) runs now:
 # a heartbeat's close() of the shared connection is told to it.
 _current = threading.local()
+# ... and the in-process worker each running heartbeat thread (by ident) beats for.
+_beating_for: dict[int, ThreadPilot] = {}
 
 
 class _SharedConnection(psycopg.Connection[db.Row]):
@@ -168,7 +177,7 @@ class _SharedConnection(psycopg.Connection[db.Row]):
     never closes its connection leaks one per run in production)."""
 
     def close(self) -> None:
-        pilot = getattr(_current, "pilot", None)
+        pilot = getattr(_current, "pilot", None) or _beating_for.get(threading.get_ident())
         if isinstance(pilot, ThreadPilot):
             pilot.heartbeat_open = False
 
@@ -206,6 +215,9 @@ class ThreadPilot(Pilot):
         self._heartbeat: db.Connection | None = None  # the last one its heartbeat made
         self.heartbeat_open = False  # ... and not closed since
         self.waits = waits.WaitLog()  # every wait it makes, and its tools' attempts
+        self._beating: Heartbeat | None = None  # the heartbeat whose thread it started
+        self._heartbeat_thread: threading.Thread | None = None
+        self._outlived = False  # its heartbeat's thread still ran when Worker.run returned
         self._worker = build_worker(
             variant,
             self._conn,
@@ -232,13 +244,39 @@ class ThreadPilot(Pilot):
     @property
     def leaked(self) -> str:
         """What the ended worker left open: its heartbeat's connection, if it never closed
-        it while the connection still worked."""
+        it while the connection still worked; its heartbeat's thread, if it still ran when
+        ``Worker.run`` returned (``Heartbeat.stop`` ends it first: no renewal still under
+        way, the connection closed), or if it is no daemon (the worker's own thread is one
+        the runner may leave behind stuck, as a program embedding a worker may: the
+        process must still be able to exit)."""
+        thread = self._heartbeat_thread
+        if thread is not None and not thread.daemon:
+            return "its heartbeat's thread, which is not a daemon: it holds the process at exit"
+        if self._outlived:
+            return "its heartbeat's thread, still running after the worker returned"
         conn = self._heartbeat
         if self.heartbeat_open and conn is not None and not (conn.closed or conn.broken):
             return "its heartbeat's database connection"
         return ""
 
+    def _start_heartbeat(self) -> None:
+        """Run the worker's heartbeat thread, the production one (``Heartbeat.start``), from
+        the first gate after the worker made it, with a period that never comes: the
+        schedule still chooses every beat (:meth:`beat`), so replay stays exact, while the
+        thread's start, and its end in ``Heartbeat.stop`` (the join, the disconnect), run
+        for real."""
+        heartbeat = self._worker.heartbeat
+        if heartbeat is None or heartbeat is self._beating:
+            return
+        self._beating = heartbeat
+        heartbeat._interval = NEVER
+        heartbeat.start()
+        thread = self._heartbeat_thread = heartbeat._thread
+        if thread is not None and thread.ident is not None:
+            _beating_for[thread.ident] = self
+
     def _gate(self, point: str, seq: int) -> None:
+        self._start_heartbeat()
         gate = Gate(point=point, seq=seq)
         steer = self._steer
         if steer is None:
@@ -271,6 +309,10 @@ class ThreadPilot(Pilot):
         except BaseException as exc:  # everything else is evidence: report it
             message = Exit(kind=type(exc).__name__, detail=str(exc)[:500])
         finally:
+            thread = self._heartbeat_thread  # Worker.run has stopped its heartbeat
+            if thread is not None:
+                self._outlived = thread.is_alive()
+                _beating_for.pop(thread.ident or 0, None)
             with contextlib.suppress(Exception):
                 self._worker.close_clients()
             self._pool.give_back(self._conn, healthy=not self.dropped)

@@ -192,6 +192,21 @@ def test_invalid_args_answers_name_the_right_tool_with_arguments_the_cloud_refus
             validate_args("server", bad["args"])
 
 
+def test_invalid_args_on_a_final_answer_calls_the_first_tool_with_nothing(
+    model_http: httpx.Client, model: Model
+) -> None:
+    """A final answer's arguments are the runtime's to keep, never refused: the fault has
+    to break a call instead, or its bad answer would be a different final answer."""
+    history = [step(seq, d) for seq, d in enumerate(run_to_done(model_http, "ok")[:-1])]
+    model.set_faults(invalid_args=1)
+
+    spoiled = decide(model_http, history)
+
+    assert spoiled == {"tool": "create_server", "args": {}}
+    with pytest.raises(InvalidArgs):
+        validate_args("server", spoiled["args"])
+
+
 def test_several_faults_are_served_in_order_and_each_answer_counts_as_a_call(
     model_http: httpx.Client, model: Model
 ) -> None:

@@ -76,8 +76,9 @@ def _spoiled(decision: dict[str, Any], fault: Fault, served: int) -> Answer:
         if served % 2 == 0:
             return RawAnswer(_TRUNCATED)
         return {"args": decision["args"], "thought": "I forgot to name a tool"}
-    if decision["tool"] == "done":
-        return {"tool": "done", "args": {**decision["args"], "force": True}}
+    if decision["tool"] == "done":  # a final answer has no arguments to break (the runtime
+        # keeps any it carries): call the plan's first tool with nothing, as chat does
+        return {"tool": next(iter(PROVISIONER.tools)), "args": {}}
     spoiled = spoil_provisioning(ToolCall(name=decision["tool"], args=decision["args"]), served)
     return {"tool": spoiled.name, "args": spoiled.args}
 
