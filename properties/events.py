@@ -79,6 +79,14 @@ op                 what happens                                    fields
                    run shows its model before it fails) set to
                    ``n``, as an operator's deployment may set them;
                    workers already running keep theirs
+``race``           the run's worker goes on into its next write    run
+                   of a call and is held inside the statement,
+                   past its fence read, while a restart claims
+                   the run; then the write ends (a write that lands
+                   after the claim committed is an
+                   ``overtaken_write``); with no such write before
+                   its next gate, it pauses there (in-process only:
+                   ``properties.race``)
 =================  ==============================================  ==========================
 
 The last four apply only where a real supervisor runs (``--mode pool``); the other
@@ -130,6 +138,7 @@ OPS: Final = (
     "stop_supervisor",
     "rival_sweep",
     "configure",
+    "race",  # the small scope's race stories place it; the machine does not draw it
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 DESK_FAULTS: Final = ("fail_lookups",)  # the desk's own knob: the scope's stories arm it

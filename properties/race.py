@@ -1,0 +1,162 @@
+"""The ``race`` event: a claim goes ahead while a fenced write of a call is inside its statement.
+
+Workers run one at a time and stop only at gates between statements, so no schedule can
+otherwise let a claim commit while a fenced write is in flight: the one interleaving a
+fenced write's row lock (``FOR SHARE`` in ``record_intent``, ``record_send``,
+``record_confirm``) exists for. This event makes it, deterministically:
+
+1. the run's active worker is let go from its gate with its database backend *armed*: its
+   next write of a call stops inside its statement, after the fence read and before the
+   row is written (``properties/sql/race.sql``: a trigger on ``tool_calls`` that waits on
+   an advisory lock the runner holds). If it reaches a gate (or ends) first, it pauses there
+   and nothing else happens;
+2. a new worker takes the run over (a restart: the same claim as ``restart``), on its own
+   connection and thread;
+3. the runner waits until the claim has committed (the new worker reached its first gate)
+   or waits on a lock (``pg_stat_activity``): with the run row locked ``FOR SHARE`` by the
+   held write, the claim cannot commit before it;
+4. the gate opens; the old worker goes on to its next gate, the new one to its first.
+
+When the claim committed first, nothing the old worker writes after it may land: its fence
+read the run before the claim, and only the row lock makes such a write wait and read the
+run again (then it is refused). A call row or run row it changed anyway is an
+``overtaken_write``. Afterwards the old worker is an outpaced zombie, as after ``restart``.
+
+In-process only (the pilots' threads are what the runner can watch without blocking); the
+process runners skip it.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from typing import Any, Final
+
+from agent_runtime.store import db
+
+from . import sqlfile
+from .driving import Driving, WorkerRec
+from .events import Event
+from .pilots import Start
+from .thread_pilot import ThreadPilot
+from .violations import Violation
+
+RACE_WAIT: Final = 60.0  # seconds a held write or a claim may take to get where it goes
+POLL: Final = 0.001  # seconds between two looks at the workers and their backends
+
+
+class Racing(Driving):
+    """The ``race`` event, a base of the schedule runner."""
+
+    url: str
+    _race_conn: db.Connection | None = None
+
+    @abstractmethod
+    def _start(self, run: str, **how: Any) -> Start: ...
+
+    def _install_race_gate(self) -> None:
+        sqlfile.rows(self.conn, "install_race_gate")
+
+    def _gate_conn(self) -> db.Connection:
+        """The connection that holds the gates' locks (its own: the runner's may be busy)."""
+        conn = self._race_conn
+        if conn is None or conn.closed or conn.broken:
+            conn = self._race_conn = db.connect(self.url, application_name="properties.race")
+        return conn
+
+    def _close_race(self) -> None:
+        if self._race_conn is not None:
+            self._race_conn.close()
+            self._race_conn = None
+
+    def _on_race(self, e: Event) -> str:
+        run = e.run_name
+        w = self.active.get(run)
+        if w is None:
+            return "skipped (no active worker)"
+        pilot = w.pilot
+        if not isinstance(pilot, ThreadPilot) or w.state != "paused":
+            return "skipped (in-process workers at a gate only)"
+        gate = self._gate_conn()
+        pid = pilot.backend_pid
+        sqlfile.rows(gate, "arm_race_gate", {"pid": pid})
+        try:
+            w.state = "running"
+            self.moved.add(w.label)
+            pilot.reply("go")
+            if not _until(lambda: pilot.arrived() or _waits(gate, pid) == "advisory"):
+                raise TimeoutError(f"{w.label} neither wrote a call nor reached a gate")
+            if pilot.arrived():  # no write of a call before its next gate: it waits there
+                return f"nothing held; {self._drive(w, lambda g: 'pause')}"
+            self._wait(w, frozen=False)  # outpaced by the claim below, alive
+            self.stats.restarts += 1
+            new = self._pilot_rec(self._start(run, takeover=True))
+            assert isinstance(new.pilot, ThreadPilot)
+            rival = new.pilot
+            if not _until(lambda: rival.arrived() or _waits(gate, rival.backend_pid) == "Lock"):
+                raise TimeoutError(f"{new.label}'s claim neither committed nor waited")
+            marks = self._claimed_first(w, rival)
+        finally:
+            sqlfile.rows(gate, "open_race_gate", {"pid": pid})
+        held = self._drive(w, lambda g: "pause")
+        landed = self._landed(new)
+        if marks is not None:
+            self._judge_overtaken(w, marks)
+        how = "claim committed first" if marks is not None else "claim waited"
+        return f"{w.label} held in a write, {new.label} claims ({how}): {held}; {landed}"
+
+    def _claimed_first(self, w: WorkerRec, rival: ThreadPilot) -> db.Row | None:
+        """The run's marks if the claim committed while ``w``'s write was held, else None."""
+        if not rival.arrived():
+            return None  # it waits on the row lock the held write took
+        marks = sqlfile.one(self.conn, "race_marks", {"run": w.run})
+        if marks is None or marks["generation"] == self._generation(w):
+            return None  # the claim ended without taking the run
+        return marks
+
+    def _judge_overtaken(self, w: WorkerRec, before: db.Row) -> None:
+        after = sqlfile.one(self.conn, "race_marks", {"run": w.run})
+        if after == before:
+            return
+        self.problems.append(
+            Violation(
+                "overtaken_write",
+                w.run,
+                None,
+                f"{w.label} (generation {self._generation(w)}) wrote after generation "
+                f"{before['generation']}'s claim had committed (its fence read the run "
+                "before the claim, and nothing made it wait and read again: a fenced write "
+                f"must lock the run row it reads): {_diff(before, after)}",
+            )
+        )
+
+
+def _until(ready: Any) -> bool:
+    deadline = time.monotonic() + RACE_WAIT
+    while not ready():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL)
+    return True
+
+
+def _waits(conn: db.Connection, pid: int | None) -> str | None:
+    """What backend ``pid`` waits for: ``advisory`` at the gate, ``Lock`` on a row or a
+    transaction, None if it waits for neither."""
+    row = sqlfile.one(conn, "backend_waits", {"pid": pid})
+    if row is None or row["wait_event_type"] != "Lock":
+        return None
+    return "advisory" if row["wait_event"] == "advisory" else "Lock"
+
+
+def _diff(before: db.Row, after: db.Row | None) -> str:
+    if after is None:
+        return "the run is gone"
+    changed = [
+        f"{key} {before[key]} -> {after[key]}"
+        for key in before
+        if key != "calls" and before[key] != after[key]
+    ]
+    # each call as written: seq, state, generation, confirm_generation, sends, lands_by
+    changed += [f"call {c}" for c in after["calls"] if c not in before["calls"]]
+    return "; ".join(changed)
