@@ -14,6 +14,7 @@ from hypothesis import given
 from .events import Event, Schedule, ScheduleError
 from .profiles import active_profile, profile_settings
 from .runners import InProcessRunner, ProcessRunner
+from .scope import story
 from .server import DATADIR_ENV, SuiteDatabase
 from .strategies import schedules
 
@@ -198,3 +199,19 @@ def test_a_zombies_keyed_request_after_its_run_parked_is_not_the_run_acting(
     assert any("ended: NeedsAttention" in line for line in inprocess_runner.trace)
     assert any("waiting w1 ended: LeaseLost" in line for line in inprocess_runner.trace)
     assert outcome["r0"]["status"] == "done"
+
+
+def test_a_claim_inside_a_write_replays_the_same_way_every_time(
+    inprocess_runner: InProcessRunner,
+) -> None:
+    """The race event interleaves two connections inside a statement, yet which way it goes
+    is the locks' to say, not the machine's speed: the same trace every time."""
+    events = story("support", "race_send", "", 1)
+    first = inprocess_runner.replay(events)
+    trace = list(inprocess_runner.trace)
+    assert inprocess_runner.replay(events) == first
+    assert inprocess_runner.trace == trace
+    (raced,) = [line for line in trace if line.startswith("race r0")]
+    assert "w1 held in a write, w2 claims (claim waited)" in raced  # FOR SHARE: it waits
+    assert any("w1 ended: LeaseLost" in line for line in trace)  # its confirm is refused
+    assert first["r0"]["status"] == "done"
