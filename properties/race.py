@@ -28,8 +28,10 @@ process runners skip it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, Final
 
 from agent_runtime.store import db
@@ -49,7 +51,6 @@ class Racing(Driving):
     """The ``race`` event, a base of the schedule runner."""
 
     url: str
-    _race_conn: db.Connection | None = None
 
     @abstractmethod
     def _start(self, run: str, **how: Any) -> Start: ...
@@ -57,27 +58,19 @@ class Racing(Driving):
     def _install_race_gate(self) -> None:
         sqlfile.rows(self.conn, "install_race_gate")
 
-    def _gate_conn(self) -> db.Connection:
-        """The connection that holds the gates' locks (its own: the runner's may be busy)."""
-        conn = self._race_conn
-        if conn is None or conn.closed or conn.broken:
-            conn = self._race_conn = db.connect(self.url, application_name="properties.race")
-        return conn
-
-    def _close_race(self) -> None:
-        if self._race_conn is not None:
-            self._race_conn.close()
-            self._race_conn = None
-
     def _on_race(self, e: Event) -> str:
-        run = e.run_name
-        w = self.active.get(run)
+        w = self.active.get(e.run_name)
         if w is None:
             return "skipped (no active worker)"
-        pilot = w.pilot
-        if not isinstance(pilot, ThreadPilot) or w.state != "paused":
+        if not isinstance(w.pilot, ThreadPilot) or w.state != "paused":
             return "skipped (in-process workers at a gate only)"
-        gate = self._gate_conn()
+        # the gate's lock on a connection of its own, made now: a database crash since the
+        # last race would have broken a kept one, and races are few
+        with contextlib.closing(db.connect(self.url, application_name="properties.race")) as gate:
+            return self._race(w, w.pilot, gate)
+
+    def _race(self, w: WorkerRec, pilot: ThreadPilot, gate: db.Connection) -> str:
+        run = w.run
         pid = pilot.backend_pid
         sqlfile.rows(gate, "arm_race_gate", {"pid": pid})
         try:
@@ -131,7 +124,7 @@ class Racing(Driving):
         )
 
 
-def _until(ready: Any) -> bool:
+def _until(ready: Callable[[], bool]) -> bool:
     deadline = time.monotonic() + RACE_WAIT
     while not ready():
         if time.monotonic() > deadline:

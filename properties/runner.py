@@ -155,7 +155,6 @@ class ScheduleRunner(NoSupervisor, Racing, Settling):
         self.cleanup()
         with contextlib.suppress(Exception):
             clock.thaw(self.conn)
-        self._close_race()
         self.conn.close()
         self.remotes.close()
 
