@@ -42,7 +42,8 @@ schedules), then the rest, story by story, the database crash last (the dearest:
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
 already as short as it can be; the grid is the same every run: 637 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
-minus the points a step never reaches, the step stories, and the operator's three).
+minus the points a step never reaches, the step stories, the operator's three, and the three
+races).
 """
 
 from __future__ import annotations
