@@ -87,6 +87,12 @@ op                 what happens                                    fields
                    ``overtaken_write``); with no such write before
                    its next gate, it pauses there (in-process only:
                    ``properties.race``)
+``race_claim``     a restart's claim of the run is held inside     run
+                   its statement, after its update of the run
+                   row, while the runner takes the run over too
+                   (a new worker adopts it if it wins); then the
+                   first commits (two claims that both took the
+                   run from one owner: ``double_claim``)
 =================  ==============================================  ==========================
 
 The last four apply only where a real supervisor runs (``--mode pool``); the other
@@ -139,6 +145,7 @@ OPS: Final = (
     "rival_sweep",
     "configure",
     "race",  # the small scope's race stories place it; the machine does not draw it
+    "race_claim",  # as race
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 DESK_FAULTS: Final = ("fail_lookups",)  # the desk's own knob: the scope's stories arm it

@@ -25,7 +25,7 @@ email. The groups:
 **lost_state** (``properties.shadow``), **settled** (``properties.baseline``), and the
 runner's own: **worker**, **zombie_model_call**, **fenced_act**, **live_claim**,
 **foreign_renewal**, **stranded**, **claim_truth**, **lease_integrity**, **parked_acted**,
-**overtaken_write** (``properties.race``).
+**overtaken_write**, **double_claim** (``properties.race``).
 """
 
 from __future__ import annotations

@@ -23,18 +23,23 @@ run again (then it is refused). A call row or run row it changed anyway is an
 ``overtaken_write``. Afterwards the old worker is an outpaced zombie, as after ``restart``.
 
 In-process only (the pilots' threads are what the runner can watch without blocking); the
-process runners skip it.
+process runners skip it. :class:`RacingClaims` adds the same for two claims
+(``race_claim``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, Final
 
+from agent_runtime.errors import RunUnavailable
+from agent_runtime.loop.claiming import claim_run
 from agent_runtime.store import db
+from agent_runtime.store.records import Lease, RunTask
 
 from . import sqlfile
 from .driving import Driving, WorkerRec
@@ -57,6 +62,7 @@ class Racing(Driving):
 
     def _install_race_gate(self) -> None:
         sqlfile.rows(self.conn, "install_race_gate")
+        sqlfile.rows(self.conn, "install_claim_gate")
 
     def _on_race(self, e: Event) -> str:
         w = self.active.get(e.run_name)
@@ -122,6 +128,111 @@ class Racing(Driving):
                 f"must lock the run row it reads): {_diff(before, after)}",
             )
         )
+
+
+class RacingClaims(Racing):
+    """The ``race_claim`` event: a restart's claim is held inside its statement, after it
+    updated (and locked) the run row, before its commit; meanwhile the runner takes the run
+    over too (``claim_run`` with ``takeover``, as the supervisor would, on a connection and a
+    thread of its own: a worker's would wait first at its ``create_run``, whose unique check
+    meets the held update). That claim read the run as the first found it: with ``FOR
+    UPDATE`` it waits for the first's commit and reads the run again (another owner now: the
+    takeover is refused); without, only its update waits, and it takes the run a second time
+    from the owner the first already replaced -- a ``double_claim``. A claim that wins is
+    handed to a new worker, which adopts it."""
+
+    supervisor: str
+
+    def _on_race_claim(self, e: Event) -> str:
+        w = self.active.get(e.run_name)
+        if w is None or w.state != "paused" or not isinstance(w.pilot, ThreadPilot):
+            return "skipped (in-process workers at a gate only)"
+        with contextlib.closing(db.connect(self.url, application_name="properties.race")) as gate:
+            return self._race_claims(w, gate)
+
+    def _race_claims(self, w: WorkerRec, gate: db.Connection) -> str:
+        generation = self._generation(w)
+        self._wait(w, frozen=False)  # outpaced by the claims below, alive
+        sqlfile.rows(gate, "arm_claim_gate")
+        second: _Claim | None = None
+        try:
+            self.stats.restarts += 1
+            rec = self._pilot_rec(self._start(w.run, takeover=True))
+            first = rec.pilot
+            assert isinstance(first, ThreadPilot)
+            if not _until(lambda: first.arrived() or _waits(gate, first.backend_pid) == "advisory"):
+                raise TimeoutError(f"{rec.label}'s claim neither ended nor was held")
+            if not first.arrived():  # held inside its claim: the runner's claim now
+                second = _Claim(self, w.run)
+                claim = second
+                if not _until(lambda: claim.done() or _waits(gate, claim.pid) == "Lock"):
+                    raise TimeoutError("the runner's claim neither ended nor waited")
+                claim.waited = not claim.done()
+        finally:
+            sqlfile.rows(gate, "open_claim_gate")
+        results = [self._landed(rec)]
+        if second is not None:
+            lease = second.result()
+            how = "waited, then" if second.waited else "did not wait,"
+            if lease is None:
+                results.append(f"the runner's takeover {how} refused")
+            else:
+                row = sqlfile.one(self.conn, "task_of", {"run": w.run})
+                task = RunTask(agent=row["agent"], input=row["input"]) if row else None
+                now = self.active.get(w.run)
+                if now is not None:
+                    self._wait(now, frozen=False)
+                self.stats.restarts += 1
+                launched = self._launch(self._start(w.run, lease=lease, task=task))
+                results.append(f"the runner's takeover {how} claimed: {launched}")
+        self._judge_claims(w, generation)
+        return "; ".join(results)
+
+    def _judge_claims(self, w: WorkerRec, generation: int | None) -> None:
+        claims = sqlfile.rows(self.conn, "claims_after", {"run": w.run, "generation": generation})
+        takers = [c for c in claims if c["previous_owner"] == w.pilot.owner]
+        if len(takers) < 2:
+            return
+        self.problems.append(
+            Violation(
+                "double_claim",
+                w.run,
+                None,
+                f"{len(takers)} claims took the run from {w.label} (generation {generation}): "
+                + ", ".join(f"generation {c['generation']} by {c['owner']}" for c in takers)
+                + "; a later one read the run before the first committed, and nothing made it "
+                "wait and read again (a claim must lock the run row it reads)",
+            )
+        )
+
+
+class _Claim:
+    """The runner's takeover of ``run`` (the runtime's ``claim_run``), in a thread of its own
+    on a connection of its own: the thread answers a Lease, or None if it was refused."""
+
+    def __init__(self, runner: RacingClaims, run: str) -> None:
+        self._conn = db.connect(runner.url, application_name="properties.race")
+        self.pid = self._conn.info.backend_pid
+        self._journal = runner.variant.journal(self._conn)
+        owner = f"{runner.supervisor}:{run}"  # as the supervisor names its claims
+        self._lease: Lease | None = None
+        self.waited = False  # its claim waited on a lock before it ended
+        self._thread = threading.Thread(
+            target=self._claim, args=(run, owner, runner.settings.lease), daemon=True
+        )
+        self._thread.start()
+
+    def _claim(self, run: str, owner: str, seconds: float) -> None:
+        with contextlib.suppress(RunUnavailable):
+            self._lease = claim_run(self._journal, run, owner, seconds, takeover=True)
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def result(self) -> Lease | None:
+        self._thread.join(RACE_WAIT)
+        self._conn.close()
+        return self._lease
 
 
 def _until(ready: Callable[[], bool]) -> bool:

@@ -43,7 +43,7 @@ from .driving import NOBODY_BEATS, Stats
 from .events import Event, run_id
 from .observe import Snapshot
 from .pilots import Start, owner_of
-from .race import Racing
+from .race import RacingClaims
 from .remotes import Remotes
 from .settling import EPOCH, Settling
 from .shadow import Shadow
@@ -72,7 +72,7 @@ SETTINGS: Final = Settings(
 )
 
 
-class ScheduleRunner(NoSupervisor, Racing, Settling):
+class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
     """Applies events, keeps the ledgers, checks the invariants. Subclasses make pilots."""
 
     mode: str = "?"

@@ -87,7 +87,7 @@ AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash")
 # run's ticket (RACE_AT): a keyed call whose tool retries itself (record_send; the seed's
 # tools leave retries to their client).
 RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_intent",
-                       "race_confirm": "after_call"}  # fmt: skip
+                       "race_confirm": "after_call", "race_claim": "after_decide"}  # fmt: skip
 RACE_AT: Final = ("support", 1)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
@@ -169,7 +169,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             start,
             Event(op="pause", run=0, point=RACE_STORIES[how], seq=seq),
             *spoiled,
-            Event(op="race", run=0),
+            Event(op="race_claim" if how == "race_claim" else "race", run=0),
             Event(op="heartbeat", run=0),
             Event(op="resume", run=0),
         )

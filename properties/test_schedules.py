@@ -25,7 +25,7 @@ FAULT_KINDS = (
     "database connection dropped",
 )
 # every kind the machine has (a race is placed by the small scope's race stories)
-EVENTS = tuple(op for op in OPS if op not in (*POOL_OPS, "race"))
+EVENTS = tuple(op for op in OPS if op not in (*POOL_OPS, "race", "race_claim"))
 # an operator acts, and is refused, mid-step (properties.operators)
 OPERATOR_ACTIONS = ("operator cancel", "operator retry", "operator retry refused")
 

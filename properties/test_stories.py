@@ -133,6 +133,9 @@ def test_a_reads_failed_request_must_not_park_the_run(
         ("record_intent:drop_lock:638f6371", "race_intent", "support", 1, "[overtaken_w"),
         ("record_send:drop_lock:638f6371", "race_send", "support", 1, "[overtaken_w"),
         ("record_confirm:drop_lock:638f6371", "race_confirm", "support", 1, "[overtaken_w"),
+        # a takeover that does not lock the run row it reads: held behind another claim's
+        # update, it takes the run a second time from the owner that one replaced
+        ("claim_run:drop_lock:25949f66", "race_claim", "support", 1, "[double_claim]"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(

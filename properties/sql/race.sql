@@ -28,6 +28,43 @@ BEGIN
 END
 $install$;
 
+-- name: install_claim_gate
+-- The same gate for claims (the race_claim event): every row inserted into run_claims --
+-- the last step of a claim statement, after its update of the run row (locked until its
+-- commit) -- waits while the runner holds the advisory lock (RACE_CLASS + 1, 0): every
+-- claim, whoever makes it.
+DO $install$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'properties_claim_gate') THEN
+        CREATE OR REPLACE FUNCTION properties_claim_gate() RETURNS trigger
+        LANGUAGE plpgsql AS $gate$
+        BEGIN
+            IF NOT pg_try_advisory_xact_lock_shared(31412, 0) THEN
+                PERFORM pg_advisory_xact_lock_shared(31412, 0);
+            END IF;
+            RETURN NEW;
+        END
+        $gate$;
+        CREATE TRIGGER properties_claim_gate BEFORE INSERT ON run_claims
+            FOR EACH ROW EXECUTE FUNCTION properties_claim_gate();
+    END IF;
+END
+$install$;
+
+-- name: arm_claim_gate
+SELECT pg_advisory_lock(31412, 0);
+
+-- name: open_claim_gate
+SELECT pg_advisory_unlock(31412, 0) AS held;
+
+-- name: claims_after
+-- The claims of run %(run)s after generation %(generation)s, in order.
+SELECT generation, owner, previous_owner FROM run_claims
+WHERE run_id = %(run)s AND generation > %(generation)s ORDER BY generation;
+
+-- name: task_of
+SELECT agent, input FROM runs WHERE id = %(run)s;
+
 -- name: arm_race_gate
 -- The backend %(pid)s's next write of a call waits at the gate (RACE_CLASS is 31411).
 SELECT pg_advisory_lock(31411, %(pid)s);
