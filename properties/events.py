@@ -92,7 +92,10 @@ op                 what happens                                    fields
                    row, while the runner takes the run over too
                    (a new worker adopts it if it wins); then the
                    first commits (two claims that both took the
-                   run from one owner: ``double_claim``)
+                   run from one owner: ``double_claim``); with
+                   ``seconds``, the clock moves that much first   seconds?
+                   (nobody beats) and the runner's claim is the
+                   supervisor's sweep
 =================  ==============================================  ==========================
 
 The last four apply only where a real supervisor runs (``--mode pool``); the other
@@ -209,6 +212,8 @@ class Event:
             )
         if self.op == "sweep" and self.seconds is not None and not 0 <= self.seconds <= MAX_SECONDS:
             raise ScheduleError(f"sweep seconds must be in [0, {MAX_SECONDS:.0f}]")
+        if self.op == "race_claim" and self.seconds is not None and not 0 < self.seconds <= 3600:
+            raise ScheduleError("race_claim seconds (then the sweep claims) must be in (0, 3600]")
         if self.seq is not None and self.seq < 0:
             raise ScheduleError(f"seq must be >= 0, got {self.seq}")
         if self.op == "cloud_fault" and self.fault not in (*CLOUD_FAULTS, *DESK_FAULTS):
@@ -281,6 +286,8 @@ class Event:
             return f"{self.op} {self.fault} {amount}"
         if self.op == "sweep":
             return "sweep" + ("" if self.seconds is None else f" +{self.seconds}s")
+        if self.op == "race_claim" and self.seconds is not None:
+            return f"race_claim {self.run_name} +{self.seconds}s"
         if self.op == "tick":
             return f"tick +{self.seconds}s"
         if self.op == "db_crash":

@@ -143,16 +143,23 @@ class RacingClaims(Racing):
 
     supervisor: str
 
+    @abstractmethod
+    def _advance(self, seconds: float) -> None: ...
+
+    sweep_params: Callable[[], dict[str, Any]]  # the sweep's parameters (Settling's)
+
     def _on_race_claim(self, e: Event) -> str:
         w = self.active.get(e.run_name)
         if w is None or w.state != "paused" or not isinstance(w.pilot, ThreadPilot):
             return "skipped (in-process workers at a gate only)"
         with contextlib.closing(db.connect(self.url, application_name="properties.race")) as gate:
-            return self._race_claims(w, gate)
+            return self._race_claims(w, gate, e.seconds)
 
-    def _race_claims(self, w: WorkerRec, gate: db.Connection) -> str:
+    def _race_claims(self, w: WorkerRec, gate: db.Connection, seconds: float | None) -> str:
         generation = self._generation(w)
         self._wait(w, frozen=False)  # outpaced by the claims below, alive
+        if seconds:  # nobody beats: the lease runs out, and the second claim is the sweep's
+            self._advance(seconds)
         sqlfile.rows(gate, "arm_claim_gate")
         second: _Claim | None = None
         try:
@@ -163,7 +170,7 @@ class RacingClaims(Racing):
             if not _until(lambda: first.arrived() or _waits(gate, first.backend_pid) == "advisory"):
                 raise TimeoutError(f"{rec.label}'s claim neither ended nor was held")
             if not first.arrived():  # held inside its claim: the runner's claim now
-                second = _Claim(self, w.run)
+                second = _Claim(self, w.run, sweep=bool(seconds))
                 claim = second
                 if not _until(lambda: claim.done() or _waits(gate, claim.pid) == "Lock"):
                     raise TimeoutError("the runner's claim neither ended nor waited")
@@ -172,19 +179,17 @@ class RacingClaims(Racing):
             sqlfile.rows(gate, "open_claim_gate")
         results = [self._landed(rec)]
         if second is not None:
-            lease = second.result()
-            how = "waited, then" if second.waited else "did not wait,"
-            if lease is None:
-                results.append(f"the runner's takeover {how} refused")
-            else:
-                row = sqlfile.one(self.conn, "task_of", {"run": w.run})
-                task = RunTask(agent=row["agent"], input=row["input"]) if row else None
-                now = self.active.get(w.run)
+            leases = second.result()
+            how = f"the {second.what} {'waited, then' if second.waited else 'did not wait,'}"
+            if not leases:
+                results.append(f"{how} claimed nothing")
+            for lease, task in leases:
+                now = self.active.get(lease.run_id)
                 if now is not None:
                     self._wait(now, frozen=False)
                 self.stats.restarts += 1
-                launched = self._launch(self._start(w.run, lease=lease, task=task))
-                results.append(f"the runner's takeover {how} claimed: {launched}")
+                launched = self._launch(self._start(lease.run_id, lease=lease, task=task))
+                results.append(f"{how} claimed {lease.run_id}: {launched}")
         self._judge_claims(w, generation)
         return "; ".join(results)
 
@@ -207,32 +212,47 @@ class RacingClaims(Racing):
 
 
 class _Claim:
-    """The runner's takeover of ``run`` (the runtime's ``claim_run``), in a thread of its own
-    on a connection of its own: the thread answers a Lease, or None if it was refused."""
+    """The runner's claim, in a thread of its own on a connection of its own: a takeover of
+    ``run`` (the runtime's ``claim_run``) or the supervisor's sweep (``claim_expired``); the
+    thread answers the leases it took, each with its run's agent and input."""
 
-    def __init__(self, runner: RacingClaims, run: str) -> None:
+    def __init__(self, runner: RacingClaims, run: str, *, sweep: bool) -> None:
         self._conn = db.connect(runner.url, application_name="properties.race")
         self.pid = self._conn.info.backend_pid
-        self._journal = runner.variant.journal(self._conn)
-        owner = f"{runner.supervisor}:{run}"  # as the supervisor names its claims
-        self._lease: Lease | None = None
+        self.what = "sweep" if sweep else "runner's takeover"
         self.waited = False  # its claim waited on a lock before it ended
+        self._leases: list[tuple[Lease, RunTask]] = []
         self._thread = threading.Thread(
-            target=self._claim, args=(run, owner, runner.settings.lease), daemon=True
+            target=self._sweep if sweep else self._takeover, args=(runner, run), daemon=True
         )
         self._thread.start()
 
-    def _claim(self, run: str, owner: str, seconds: float) -> None:
+    def _takeover(self, runner: RacingClaims, run: str) -> None:
+        journal = runner.variant.journal(self._conn)
+        owner = f"{runner.supervisor}:{run}"  # as the supervisor names its claims
         with contextlib.suppress(RunUnavailable):
-            self._lease = claim_run(self._journal, run, owner, seconds, takeover=True)
+            lease = claim_run(journal, run, owner, runner.settings.lease, takeover=True)
+            row = sqlfile.one(self._conn, "task_of", {"run": run})
+            if lease is not None and row is not None:
+                self._leases.append((lease, RunTask(agent=row["agent"], input=row["input"])))
+
+    def _sweep(self, runner: RacingClaims, run: str) -> None:
+        rows = runner.variant.claim(self._conn, runner.sweep_params())
+        self._leases = [
+            (
+                Lease(run_id=r["id"], owner=r["owner"], generation=r["generation"]),
+                RunTask(agent=r["agent"], input=r["input"]),
+            )
+            for r in sorted(rows, key=lambda r: r["id"])
+        ]
 
     def done(self) -> bool:
         return not self._thread.is_alive()
 
-    def result(self) -> Lease | None:
+    def result(self) -> list[tuple[Lease, RunTask]]:
         self._thread.join(RACE_WAIT)
         self._conn.close()
-        return self._lease
+        return self._leases
 
 
 def _until(ready: Callable[[], bool]) -> bool:

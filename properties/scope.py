@@ -87,7 +87,8 @@ AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash")
 # run's ticket (RACE_AT): a keyed call whose tool retries itself (record_send; the seed's
 # tools leave retries to their client).
 RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_intent",
-                       "race_confirm": "after_call", "race_claim": "after_decide"}  # fmt: skip
+                       "race_confirm": "after_call", "race_claim": "after_decide",
+                       "race_sweep": "after_decide"}  # fmt: skip
 RACE_AT: Final = ("support", 1)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
@@ -169,7 +170,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             start,
             Event(op="pause", run=0, point=RACE_STORIES[how], seq=seq),
             *spoiled,
-            Event(op="race_claim" if how == "race_claim" else "race", run=0),
+            *_raced(how),
             Event(op="heartbeat", run=0),
             Event(op="resume", run=0),
         )
@@ -247,6 +248,16 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="step", run=0),
         )
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
+
+
+def _raced(how: str) -> tuple[Event, ...]:
+    """A race story's race: inside a write (race), or between two claims (race_claim: the
+    second a takeover, or the sweep's once the lease ran out)."""
+    if how == "race_claim":
+        return (Event(op="race_claim", run=0),)
+    if how == "race_sweep":
+        return (Event(op="race_claim", run=0, seconds=SETTINGS.lease + 1),)
+    return (Event(op="race", run=0),)
 
 
 def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:

@@ -136,6 +136,8 @@ def test_a_reads_failed_request_must_not_park_the_run(
         # a takeover that does not lock the run row it reads: held behind another claim's
         # update, it takes the run a second time from the owner that one replaced
         ("claim_run:drop_lock:25949f66", "race_claim", "support", 1, "[double_claim]"),
+        # ... and a sweep that does not lock its runs (FOR UPDATE SKIP LOCKED dropped)
+        ("claim_expired:drop_lock:85791f51", "race_sweep", "support", 1, "[double_claim]"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(
