@@ -201,17 +201,25 @@ def test_a_zombies_keyed_request_after_its_run_parked_is_not_the_run_acting(
     assert outcome["r0"]["status"] == "done"
 
 
-def test_a_claim_inside_a_write_replays_the_same_way_every_time(
-    inprocess_runner: InProcessRunner,
+@pytest.mark.parametrize(
+    ("how", "raced"),
+    [
+        ("race_send", "w1 held in a write, w2 claims (claim waited)"),  # FOR SHARE: it waits
+        ("race_claim", "the runner's takeover waited, then claimed nothing"),  # FOR UPDATE
+        ("race_sweep", "the sweep did not wait, claimed nothing"),  # SKIP LOCKED
+    ],
+)
+def test_a_race_inside_a_statement_replays_the_same_way_every_time(
+    inprocess_runner: InProcessRunner, how: str, raced: str
 ) -> None:
-    """The race event interleaves two connections inside a statement, yet which way it goes
-    is the locks' to say, not the machine's speed: the same trace every time."""
-    events = story("support", "race_send", "", 1)
+    """A race interleaves two connections inside a statement, yet which way it goes is the
+    locks' to say, not the machine's speed: the same trace every time."""
+    events = story("support", how, "", 1)
     first = inprocess_runner.replay(events)
     trace = list(inprocess_runner.trace)
     assert inprocess_runner.replay(events) == first
     assert inprocess_runner.trace == trace
-    (raced,) = [line for line in trace if line.startswith("race r0")]
-    assert "w1 held in a write, w2 claims (claim waited)" in raced  # FOR SHARE: it waits
-    assert any("w1 ended: LeaseLost" in line for line in trace)  # its confirm is refused
+    (line,) = [line for line in trace if line.startswith("race")]
+    assert raced in line
+    assert any("w1 ended: LeaseLost" in line for line in trace)  # the outpaced one is fenced
     assert first["r0"]["status"] == "done"
