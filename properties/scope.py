@@ -20,6 +20,8 @@ crash-free baseline and every crash point of that step:
 - ``db_crash``: the database crashes while the worker waits there;
 - ``race_intent``, ``race_send``, ``race_confirm`` (one cell each): a restart's claim
   overtakes the worker inside its write of the call (``race``), then as ``outpaced``;
+  ``race_claim``, ``race_sweep``: a restart's claim is held inside its statement while the
+  runner takes the run over too, or sweeps once the lease ran out (``race_claim``);
 
 three stories of an operator (``resolve_confirm``, ``resolve_redo``, ``resolve_fail``):
 a ``once`` run's worker frozen at its send (after it: confirm; before it: redo or fail), the
@@ -40,9 +42,9 @@ other with ``fail_before``.
 The order is breadth first: every story at the first step of the first kind (43
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 637 schedules (4 kinds x 4 steps x 7
+already as short as it can be; the grid is the same every run: 639 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
-minus the points a step never reaches, the step stories, the operator's three, and the three
+minus the points a step never reaches, the step stories, the operator's three, and the five
 races).
 """
 
