@@ -211,6 +211,9 @@ class RacingClaims(Racing):
         )
 
 
+_How = Callable[["RacingClaims", str], None]
+
+
 class _Claim:
     """The runner's claim, in a thread of its own on a connection of its own: a takeover of
     ``run`` (the runtime's ``claim_run``) or the supervisor's sweep (``claim_expired``); the
@@ -222,19 +225,26 @@ class _Claim:
         self.what = "sweep" if sweep else "runner's takeover"
         self.waited = False  # its claim waited on a lock before it ended
         self._leases: list[tuple[Lease, RunTask]] = []
-        self._thread = threading.Thread(
-            target=self._sweep if sweep else self._takeover, args=(runner, run), daemon=True
-        )
+        self._error: BaseException | None = None  # what the claim raised, the runner's to raise
+        how = self._sweep if sweep else self._takeover
+        self._thread = threading.Thread(target=self._run, args=(how, runner, run), daemon=True)
         self._thread.start()
+
+    def _run(self, how: _How, runner: RacingClaims, run: str) -> None:
+        try:
+            how(runner, run)
+        except RunUnavailable:  # the takeover refused: the run has another live owner now
+            pass
+        except BaseException as exc:
+            self._error = exc
 
     def _takeover(self, runner: RacingClaims, run: str) -> None:
         journal = runner.variant.journal(self._conn)
         owner = f"{runner.supervisor}:{run}"  # as the supervisor names its claims
-        with contextlib.suppress(RunUnavailable):
-            lease = claim_run(journal, run, owner, runner.settings.lease, takeover=True)
-            row = sqlfile.one(self._conn, "task_of", {"run": run})
-            if lease is not None and row is not None:
-                self._leases.append((lease, RunTask(agent=row["agent"], input=row["input"])))
+        lease = claim_run(journal, run, owner, runner.settings.lease, takeover=True)
+        row = sqlfile.one(self._conn, "task_of", {"run": run})
+        if lease is not None and row is not None:
+            self._leases.append((lease, RunTask(agent=row["agent"], input=row["input"])))
 
     def _sweep(self, runner: RacingClaims, run: str) -> None:
         rows = runner.variant.claim(self._conn, runner.sweep_params())
@@ -252,6 +262,8 @@ class _Claim:
     def result(self) -> list[tuple[Lease, RunTask]]:
         self._thread.join(RACE_WAIT)
         self._conn.close()
+        if self._error is not None:
+            raise self._error
         return self._leases
 
 
