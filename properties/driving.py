@@ -130,10 +130,13 @@ class Driving(ABC):
 
     def _launch(self, start: Start) -> str:
         """A new worker, paused at its first gate; the run's active worker if it got there."""
-        w = self._pilot_rec(start)
+        return self._landed(self._pilot_rec(start))
+
+    def _landed(self, w: WorkerRec) -> str:
+        """A new worker's first drive: it pauses at its first gate, as the run's active one."""
         result = self._drive(w, lambda g: "pause")
         if w.alive:
-            self.active[start.run_id] = w
+            self.active[w.run] = w
             row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
             if row is not None:
                 self.known[w.run] = (row["owner"], row["generation"])

@@ -79,6 +79,23 @@ op                 what happens                                    fields
                    run shows its model before it fails) set to
                    ``n``, as an operator's deployment may set them;
                    workers already running keep theirs
+``race``           the run's worker goes on into its next write    run
+                   of a call and is held inside the statement,
+                   past its fence read, while a restart claims
+                   the run; then the write ends (a write that lands
+                   after the claim committed is an
+                   ``overtaken_write``); with no such write before
+                   its next gate, it pauses there (in-process only:
+                   ``properties.race``)
+``race_claim``     a restart's claim of the run is held inside     run
+                   its statement, after its update of the run
+                   row, while the runner takes the run over too
+                   (a new worker adopts it if it wins); then the
+                   first commits (two claims that both took the
+                   run from one owner: ``double_claim``); with
+                   ``seconds``, the clock moves that much first   seconds?
+                   (nobody beats) and the runner's claim is the
+                   supervisor's sweep
 =================  ==============================================  ==========================
 
 ``crash``, ``pause`` and ``stall`` also take the point ``retry_wait``: a worker's wait
@@ -135,6 +152,8 @@ OPS: Final = (
     "stop_supervisor",
     "rival_sweep",
     "configure",
+    "race",  # the small scope's race stories place it; the machine does not draw it
+    "race_claim",  # as race
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 DESK_FAULTS: Final = ("fail_lookups",)  # the desk's own knob: the scope's stories arm it
@@ -201,6 +220,8 @@ class Event:
             )
         if self.op == "sweep" and self.seconds is not None and not 0 <= self.seconds <= MAX_SECONDS:
             raise ScheduleError(f"sweep seconds must be in [0, {MAX_SECONDS:.0f}]")
+        if self.op == "race_claim" and self.seconds is not None and not 0 < self.seconds <= 3600:
+            raise ScheduleError("race_claim seconds (then the sweep claims) must be in (0, 3600]")
         if self.seq is not None and self.seq < 0:
             raise ScheduleError(f"seq must be >= 0, got {self.seq}")
         if self.op == "cloud_fault" and self.fault not in (*CLOUD_FAULTS, *DESK_FAULTS):
@@ -273,6 +294,8 @@ class Event:
             return f"{self.op} {self.fault} {amount}"
         if self.op == "sweep":
             return "sweep" + ("" if self.seconds is None else f" +{self.seconds}s")
+        if self.op == "race_claim" and self.seconds is not None:
+            return f"race_claim {self.run_name} +{self.seconds}s"
         if self.op == "tick":
             return f"tick +{self.seconds}s"
         if self.op == "db_crash":

@@ -24,7 +24,8 @@ email. The groups:
     a run needs attention only with a ``once`` call in doubt.
 **lost_state** (``properties.shadow``), **settled** (``properties.baseline``), and the
 runner's own: **worker**, **zombie_model_call**, **fenced_act**, **live_claim**,
-**foreign_renewal**, **stranded**, **claim_truth**, **lease_integrity**, **parked_acted**.
+**foreign_renewal**, **stranded**, **claim_truth**, **lease_integrity**, **parked_acted**,
+**overtaken_write**, **double_claim** (``properties.race``).
 """
 
 from __future__ import annotations

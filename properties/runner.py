@@ -43,6 +43,7 @@ from .driving import NOBODY_BEATS, Stats
 from .events import Event, run_id
 from .observe import Snapshot
 from .pilots import Start, owner_of
+from .race import RacingClaims
 from .remotes import Remotes
 from .settling import EPOCH, Settling
 from .shadow import Shadow
@@ -72,7 +73,7 @@ SETTINGS: Final = Settings(
 )
 
 
-class ScheduleRunner(NoSupervisor, Settling):
+class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
     """Applies events, keeps the ledgers, checks the invariants. Subclasses make pilots."""
 
     mode: str = "?"
@@ -98,6 +99,7 @@ class ScheduleRunner(NoSupervisor, Settling):
         self.base_settings = self.settings  # what a configure event changes, per example
         self.conn = db.connect(url, application_name="properties.runner")
         db.ensure_schema(self.conn)
+        self._install_race_gate()  # the race event's, in the suite's database (properties.race)
         self.stats = Stats()
         self.on_event: Callable[[str], None] = lambda label: None  # hypothesis.event in tests
         self.supervisor = owner_of("supervisor")

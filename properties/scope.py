@@ -18,6 +18,10 @@ crash-free baseline and every crash point of that step:
   goes on, a sweep comes by, someone resumes the run (nothing of it may be accepted,
   nobody may claim it, the resume is refused);
 - ``db_crash``: the database crashes while the worker waits there;
+- ``race_intent``, ``race_send``, ``race_confirm`` (one cell each): a restart's claim
+  overtakes the worker inside its write of the call (``race``), then as ``outpaced``;
+  ``race_claim``, ``race_sweep``: a restart's claim is held inside its statement while the
+  runner takes the run over too, or sweeps once the lease ran out (``race_claim``);
 
 three stories of an operator (``resolve_confirm``, ``resolve_redo``, ``resolve_fail``):
 a ``once`` run's worker frozen at its send (after it: confirm; before it: redo or fail), the
@@ -41,9 +45,10 @@ other with ``fail_before``.
 The order is breadth first: every story at the first step of the first kind (45
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 656 schedules (4 kinds x 4 steps x 7
+already as short as it can be; the grid is the same every run: 661 schedules (4 kinds x 4 steps x 7
 points x 5 stories, the database crash at the three points where the journal differs,
-minus the points a step never reaches, the step stories, and the operator's three).
+minus the points a step never reaches, the step stories, the operator's three, and the five
+races).
 """
 
 from __future__ import annotations
@@ -85,10 +90,19 @@ DURABLE_STORIES: Final = (
     "redone_db_crash",
 )  # fmt: skip
 AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash")
+# A claim overtakes a fenced write of a call inside its statement (properties.race): the
+# intent, a retry's send (one failed request first), the confirm; where the worker waits
+# before it. One cell each, in the first pass: the lock is one per statement. At the support
+# run's ticket (RACE_AT): a keyed call whose tool retries itself (record_send; the seed's
+# tools leave retries to their client).
+RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_intent",
+                       "race_confirm": "after_call", "race_claim": "after_decide",
+                       "race_sweep": "after_decide"}  # fmt: skip
+RACE_AT: Final = ("support", 1)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
-    "crash", "overtaken", "outpaced", *STEP_STORIES, "woken", "cancelled", *RESOLVE_STORIES,
-    *DURABLE_STORIES, "db_crash",
+    "crash", "overtaken", "outpaced", *RACE_STORIES, *STEP_STORIES, "woken", "cancelled",
+    *RESOLVE_STORIES, *DURABLE_STORIES, "db_crash",
 )  # fmt: skip
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
 # A database crash sees only what is written: the journal is the same at before_decide as
@@ -159,6 +173,16 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         )
     if how in DURABLE_STORIES:
         return (start, *_before_db_crash(how, seq, fault), Event(op="db_crash"))
+    if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then
+        spoiled = (Event(op="cloud_fault", fault=fault, n=1),) if how == "race_send" else ()
+        return (
+            start,
+            Event(op="pause", run=0, point=RACE_STORIES[how], seq=seq),
+            *spoiled,
+            *_raced(how),
+            Event(op="heartbeat", run=0),
+            Event(op="resume", run=0),
+        )
     if how == "bad_answers":  # the model answers garbage twice; the run is then restarted
         return (
             start,
@@ -251,6 +275,16 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
 
 
+def _raced(how: str) -> tuple[Event, ...]:
+    """A race story's race: inside a write (race), or between two claims (race_claim: the
+    second a takeover, or the sweep's once the lease ran out)."""
+    if how == "race_claim":
+        return (Event(op="race_claim", run=0),)
+    if how == "race_sweep":
+        return (Event(op="race_claim", run=0, seconds=SETTINGS.lease + 1),)
+    return (Event(op="race", run=0),)
+
+
 def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
     """What a durable story does before its database crash (its write the last one)."""
     if how == "released_db_crash":  # an outage: the worker stops and releases the run
@@ -311,7 +345,13 @@ def grid(runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES) -> Itera
     one step, one kind) waits for the deep pass."""
     shallow_first = sorted(  # stable: each pass keeps the story by story order
         _cells(runner, stories),
-        key=lambda c: not ((c.kind == KINDS[0] and c.seq == 0) or c.how in DURABLE_STORIES),
+        key=lambda c: (
+            not (
+                (c.kind == KINDS[0] and c.seq == 0)
+                or c.how in DURABLE_STORIES
+                or c.how in RACE_STORIES
+            )
+        ),
     )
     yield from shallow_first
 
@@ -324,6 +364,12 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                 if how in RESOLVE_STORIES:
                     if ONCE_TOOL.get(kind) == tool:
                         point = RESOLVE_STORIES[how]
+                        events = story(kind, how, point, seq)
+                        yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
+                    continue
+                if how in RACE_STORIES:
+                    if (kind, seq) == RACE_AT:
+                        point = RACE_STORIES[how]
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
                     continue

@@ -44,16 +44,7 @@ class Settling(Operators):
         supervisor hands both to the worker); a claim of a lease that was live is a
         violation."""
         before = {row["id"]: row for row in sqlfile.rows(self.conn, "leases")}
-        rows = self.variant.claim(
-            self.conn,
-            {
-                "owner": self.supervisor,
-                "lease": self.settings.lease,
-                "limit": RUNS,
-                "max_attempts": self.settings.max_attempts,
-                "agents": list(AGENTS),
-            },
-        )
+        rows = self.variant.claim(self.conn, self.sweep_params())
         # The claim answers longest idle first (claim_expired orders its answer: an UPDATE's
         # own rows come in the table's physical order). Sorted here again all the same: a
         # broken runtime's claim must not make the workers' labels replay differently.
@@ -86,6 +77,16 @@ class Settling(Operators):
             )
             for r in rows
         ]
+
+    def sweep_params(self) -> dict[str, Any]:
+        """The supervisor's sweep's parameters (``claim_expired``)."""
+        return {
+            "owner": self.supervisor,
+            "lease": self.settings.lease,
+            "limit": RUNS,
+            "max_attempts": self.settings.max_attempts,
+            "agents": list(AGENTS),
+        }
 
     def settle(self) -> None:
         """Clear the faults, let every waiting worker go, finish every run through claims."""

@@ -216,3 +216,27 @@ def test_a_zombies_keyed_request_after_its_run_parked_is_not_the_run_acting(
     assert any("ended: NeedsAttention" in line for line in inprocess_runner.trace)
     assert any("waiting w1 ended: LeaseLost" in line for line in inprocess_runner.trace)
     assert outcome["r0"]["status"] == "done"
+
+
+@pytest.mark.parametrize(
+    ("how", "raced"),
+    [
+        ("race_send", "w1 held in a write, w2 claims (claim waited)"),  # FOR SHARE: it waits
+        ("race_claim", "the runner's takeover waited, then claimed nothing"),  # FOR UPDATE
+        ("race_sweep", "the sweep did not wait, claimed nothing"),  # SKIP LOCKED
+    ],
+)
+def test_a_race_inside_a_statement_replays_the_same_way_every_time(
+    inprocess_runner: InProcessRunner, how: str, raced: str
+) -> None:
+    """A race interleaves two connections inside a statement, yet which way it goes is the
+    locks' to say, not the machine's speed: the same trace every time."""
+    events = story("support", how, "", 1)
+    first = inprocess_runner.replay(events)
+    trace = list(inprocess_runner.trace)
+    assert inprocess_runner.replay(events) == first
+    assert inprocess_runner.trace == trace
+    (line,) = [line for line in trace if line.startswith("race")]
+    assert raced in line
+    assert any("w1 ended: LeaseLost" in line for line in trace)  # the outpaced one is fenced
+    assert first["r0"]["status"] == "done"

@@ -24,7 +24,8 @@ FAULT_KINDS = (
     "model invalid_args",
     "database connection dropped",
 )
-EVENTS = tuple(op for op in OPS if op not in POOL_OPS)  # every kind the machine has
+# every kind the machine has (a race is placed by the small scope's race stories)
+EVENTS = tuple(op for op in OPS if op not in (*POOL_OPS, "race", "race_claim"))
 # an operator acts, and is refused, mid-step (properties.operators)
 OPERATOR_ACTIONS = ("operator cancel", "operator retry", "operator retry refused")
 

@@ -10,6 +10,7 @@ from .scope import (
     DURABLE_STORIES,
     ONCE_TOOL,
     POINT_STORIES,
+    RACE_STORIES,
     RESOLVE_STORIES,
     STEP_STORIES,
     STORIES,
@@ -55,7 +56,9 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
     for how in DURABLE_STORIES:  # one cell each, the last event a database crash
         cells = [c for c in grid(inprocess_runner) if c.how == how]
         assert len(cells) == 1 and cells[0].events[-1].op == "db_crash", how
+    for how, point in RACE_STORIES.items():  # one cell each, at the first kind's first step
+        assert [c.point for c in grid(inprocess_runner) if c.how == how] == [point], how
     assert ("support", "stale_outage", "after_intent", 0) in seen  # the read's step only
     assert ("support", "stale_outage", "after_intent", 1) not in seen
-    stories = (*POINT_STORIES, *STEP_STORIES, *RESOLVE_STORIES, *DURABLE_STORIES)
+    stories = (*POINT_STORIES, *STEP_STORIES, *RESOLVE_STORIES, *DURABLE_STORIES, *RACE_STORIES)
     assert set(STORIES) == set(stories)

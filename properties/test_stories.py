@@ -130,6 +130,16 @@ def test_a_reads_failed_request_must_not_park_the_run(
         # a permanent error's failure fenced by the wrong generation, or failing other runs
         ("fail_run:flip_comparison:dfeaa360", "gave_up", "support", 1, "[failed] run r0"),
         ("fail_run:flip_comparison:e4fa8639", "gave_up", "provisioning", 0, "[failed] run r0"),
+        # a fenced write of a call that does not lock the run row it reads: a claim commits
+        # while it is held inside its statement, and it lands after the claim
+        ("record_intent:drop_lock:638f6371", "race_intent", "support", 1, "[overtaken_w"),
+        ("record_send:drop_lock:638f6371", "race_send", "support", 1, "[overtaken_w"),
+        ("record_confirm:drop_lock:638f6371", "race_confirm", "support", 1, "[overtaken_w"),
+        # a takeover that does not lock the run row it reads: held behind another claim's
+        # update, it takes the run a second time from the owner that one replaced
+        ("claim_run:drop_lock:25949f66", "race_claim", "support", 1, "[double_claim]"),
+        # ... and a sweep that does not lock its runs (FOR UPDATE SKIP LOCKED dropped)
+        ("claim_expired:drop_lock:85791f51", "race_sweep", "support", 1, "[double_claim]"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(

@@ -325,6 +325,11 @@ class ThreadPilot(Pilot):
             raise RuntimeError(f"worker {self.start.label} sent {message} outside a drive")
         return message
 
+    def arrived(self) -> bool:
+        """Whether the worker reached a gate or ended, and the runner has not heard it yet
+        (a look without waiting: the ``race`` event watches a worker inside a statement)."""
+        return not self._inbox.empty()
+
     def drive(self, on_gate: OnGate, gates: int, *, resume: bool) -> Stop:
         if gates < 1:
             raise ValueError(f"a drive needs at least one gate, not {gates}")
