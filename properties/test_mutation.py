@@ -173,6 +173,6 @@ def test_a_supervisor_command_that_misreads_its_options_is_killed_by_the_pool_st
             outcome, output = run_tests(f"{sys.executable} {CHECK} --pool-only", 300)
         assert f"agent_runtime={overlay.package}" in output
         assert outcome == work_item.TestOutcome.KILLED, output
-        assert "the supervisor's command --once: exit" in output, output
+        assert "after: pool: the supervisor's command, --once" in output, output
     finally:
         overlay.close()

@@ -20,9 +20,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hypothesis import Phase, given
+
+from agent_runtime.errors import EXIT_USAGE
+from agent_runtime.observe.metrics import MULTIPROC_ENV
 
 from ..events import Event
 from ..pool_runner import PoolRunner
@@ -122,17 +126,37 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
 
 
 def _command_once(url: str) -> str | None:
-    """``python -m agent_runtime.supervisor --once --metrics-port 0`` on an empty database
-    (what an operator starts: the schedules build the Supervisor directly): it must serve
-    its metrics, find nothing to claim and exit 0. What is wrong with it, or None."""
-    command = [sys.executable, "-m", "agent_runtime.supervisor", "--once", "--metrics-port", "0"]
+    """``python -m agent_runtime.supervisor --once`` on an empty database (what an operator
+    starts: the schedules build the Supervisor directly), its metrics port given once by
+    ``--metrics-port 0`` and once by ``METRICS_PORT=0``: it must serve its metrics, find
+    nothing to claim, exit 0 and remove its private metrics directory. What is wrong with
+    it, or None. And a bad ``--prune-after`` is one clear line and exit 2, no traceback."""
     env = {**os.environ, "DATABASE_URL": url}
-    env.pop("METRICS_PORT", None)
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return "the supervisor's command --once did not exit within 60s"
-    said = done.stderr.strip().splitlines()
-    if done.returncode != 0 or not any("metrics address=" in line for line in said):
-        return f"the supervisor's command --once: exit {done.returncode}, said {said[-3:]}"
+    bad = [sys.executable, "-m", "agent_runtime.supervisor", "--once", "--prune-after", "soon"]
+    done = subprocess.run(bad, env=env, capture_output=True, text=True, timeout=60)
+    if done.returncode != EXIT_USAGE or "Traceback" in done.stderr:
+        return f"--prune-after soon: exit {done.returncode}, said {done.stderr.splitlines()[-3:]}"
+    for flag, env_port in ((["--metrics-port", "0"], None), ([], "0")):
+        command = [sys.executable, "-m", "agent_runtime.supervisor", "--once", *flag]
+        env = {**os.environ, "DATABASE_URL": url}
+        env.pop(MULTIPROC_ENV, None)  # a private directory, which the command must remove
+        env.pop("METRICS_PORT", None)
+        if env_port is not None:
+            env["METRICS_PORT"] = env_port
+        how = " ".join(flag) or f"METRICS_PORT={env_port}"
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return f"the supervisor's command --once ({how}) did not exit within 60s"
+        said = done.stderr.strip().splitlines()
+        served = [line for line in said if "metrics address=" in line]
+        if done.returncode != 0 or not served:
+            return (
+                f"the supervisor's command --once ({how}): exit {done.returncode}, said {said[-3:]}"
+            )
+        left = [
+            word.split("=", 1)[1] for word in served[0].split() if word.startswith("directory=")
+        ]
+        if any(Path(d).exists() for d in left):
+            return f"the supervisor's command --once ({how}) left its metrics directory {left}"
     return None
