@@ -297,3 +297,21 @@ def test_a_worker_the_database_crash_stopped_after_a_cancel_is_explained_by_the_
     outcome, trace = _run(pool_runner, CRASH_THEN_CANCEL)
     assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
     assert outcome["r0"]["status"] == "cancelled"
+
+
+def test_a_supervisor_that_never_hears_its_workers_open_is_caught(
+    pool_runner: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its pool workers' hello is read and dropped (``ready`` stays False): it keeps no
+    spare, and a run handed on after a death waits for a new worker to open. The
+    mutation runs found it (``WorkerProcess.ended``'s ``== "ready"`` as ``> "ready"``)."""
+    heard = WorkerProcess.ended
+
+    def deaf(proc: WorkerProcess) -> list[tuple[Lease, int]]:
+        ended = heard(proc)
+        proc.ready = False
+        return ended
+
+    monkeypatch.setattr(WorkerProcess, "ended", deaf)
+    found = _violation(pool_runner, [Event(op="start", run=0), Event(op="sweep")])
+    assert "[pool_ready]" in found
