@@ -32,7 +32,10 @@ Every invariant of the other runners holds here too, and the pool's own:
 - ``pool_one_run``: no pool worker drives a run it was not handed, or holds two live
   leases at once;
 - ``pool_freed``: the run of a worker that died holding it is free (or claimed again)
-  by the end of the supervisor's next pass: never left to its lease.
+  by the end of the supervisor's next pass: never left to its lease;
+- ``pool_ready``: at each pass, every pool worker its supervisor started has opened (the
+  supervisor heard its hello) or is gone within ``READY_WAIT``: one whose hello is lost
+  keeps the supervisor from keeping a spare.
 """
 
 from __future__ import annotations

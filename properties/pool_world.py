@@ -156,8 +156,18 @@ class PoolWorld:
         does not depend on how fast a fork was)."""
         supervisor = s.supervisor
         for proc in list(supervisor.workers.values()):
-            if proc.channel is not None and not proc.ready and not proc.hung_up:
-                proc.channel.poll(READY_WAIT)
+            opening = proc.channel is not None and not proc.ready and not proc.hung_up
+            # neither opened nor gone: a worker whose hello was lost, or never sent
+            if opening and proc.channel is not None and not proc.channel.poll(READY_WAIT):
+                self.problems.append(
+                    Violation(
+                        "pool_ready",
+                        None,
+                        None,
+                        f"pool worker {proc.pid} of the {s.name} supervisor is not ready "
+                        f"{READY_WAIT:g}s after it started, and has not gone",
+                    )
+                )
         self.reap(s)
         # Its watchdog runs at most twice a poll of real time: left to that, whether a sweep
         # event kills a hung worker would depend on how busy the machine is. A sweep event

@@ -147,3 +147,32 @@ def test_a_sweep_that_ignores_leases_is_killed_by_the_command(
         assert "killed: " in output and "schedule: " in output
     finally:
         overlay.close()
+
+
+def test_a_supervisor_command_that_misreads_its_options_is_killed_by_the_pool_stage(
+    suite_database: SuiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No schedule runs the supervisor's command (they build the Supervisor directly); the
+    pool stage starts it once, from the copy: ``args.prune_after is not None`` parses a
+    --prune-after nobody gave, and the command fails before its first pass."""
+    overlay = Overlay()
+    try:
+        found = pymutants.enumerate_module(overlay.package, "supervisor")
+        made = [pymutants.mutant(overlay.package, "supervisor", p) for p in found.mutants]
+        misread = [
+            m
+            for m in made
+            if m is not None
+            and m.where == "main"
+            and changed(m.diff)[-1:] == ("+            if args.prune_after is not None",)
+        ]
+        assert len(misread) == 1
+        monkeypatch.setenv("PYTHONPATH", overlay.environ()["PYTHONPATH"])
+        monkeypatch.setenv(DATADIR_ENV, str(suite_database.cluster.datadir))
+        with overlay.applied(misread[0]):
+            outcome, output = run_tests(f"{sys.executable} {CHECK} --pool-only", 300)
+        assert f"agent_runtime={overlay.package}" in output
+        assert outcome == work_item.TestOutcome.KILLED, output
+        assert "after: pool: the supervisor's command, --once" in output, output
+    finally:
+        overlay.close()

@@ -34,6 +34,17 @@ from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
 from .pilots import Exit, Start
 from .pool_pilot import PoolPilot
 from .pool_runner import PoolRunner
+from .pool_stories import (
+    CALM,
+    CANCELLED_BEFORE_ADOPTION,
+    CRASH_THEN_CANCEL,
+    CRASH_THEN_HANGUP,
+    ORPHAN_BESIDE_HAND_STARTED,
+    STORMY,
+    STORY,
+    STORY_SAYS,
+    WATCHDOG,
+)
 from .pool_strategies import calm_schedules, pool_schedules
 from .pool_world import PoolWorld, Supervised
 from .profiles import active_profile, profile_settings
@@ -42,9 +53,6 @@ from .runner import SETTINGS, ScheduleRunner
 from .runners import InProcessRunner, ProcessRunner
 from .server import SuiteDatabase
 from .violations import Violation, Violations
-
-CALM = {"dev": 3, "ci": 4, "nightly": 60}  # calm schedules through both runners
-STORMY = {"dev": 4, "ci": 6, "nightly": 200}  # pool schedules, invariants alone
 
 
 @pytest.fixture(scope="module")
@@ -124,32 +132,13 @@ def test_pool_schedules_keep_every_invariant_with_the_real_supervisor(
     print(f"pool events: {ran}; pool faults: {pool_runner.stats.faults}")
 
 
-STORY = [
-    Event(op="start", run=0, agent="support"),
-    Event(op="start", run=1, agent="parallel"),
-    Event(op="crash", run=0, point="after_call", seq=1, kill=True),
-    Event(op="stall", run=1, point="after_intent", seq=1),
-    Event(op="sweep"),
-    Event(op="rival_sweep"),
-    Event(op="start", run=2, agent="once"),
-    Event(op="sigterm", run=0),
-    Event(op="resume", run=1),
-    Event(op="hangup"),
-    Event(op="step", run=2),
-    Event(op="sweep", seconds=0.0),
-    Event(op="stop_supervisor"),
-    Event(op="tick", seconds=13.0),
-]
-
-
 def test_a_pool_schedule_replays_the_same_every_time(pool_runner: PoolRunner) -> None:
     first, first_trace = _run(pool_runner, STORY)
     again, again_trace = _run(pool_runner, STORY)
     assert not isinstance(first, str), first
     assert (again_trace, again) == (first_trace, first)
     text = "\n".join(first_trace)
-    for said in ("crashed at after_call seq=1", "hands on r0", "stalled", "ended: SIGTERM",
-                 "orphans", "the supervisor stopped"):  # fmt: skip
+    for said in STORY_SAYS:
         assert said in text, f"{said!r} not in\n{text}"
     assert all(first[run]["status"] == "done" for run in ("r0", "r1", "r2"))
 
@@ -160,7 +149,7 @@ def test_a_run_cancelled_before_its_pool_worker_adopts_it_ends_as_the_schedule_s
     """The supervisor claimed r0 and handed it to a pool worker; the operator cancels it
     before the worker adopts the lease, so the worker refuses it (exit 5, RunUnavailable):
     what the cancel explains, not a violation (the dev profile's hunt found this)."""
-    outcome, trace = _run(pool_runner, [Event(op="start", run=0), Event(op="cancel", run=0)])
+    outcome, trace = _run(pool_runner, CANCELLED_BEFORE_ADOPTION)
     assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
     assert outcome["r0"]["status"] == "cancelled"
 
@@ -171,8 +160,7 @@ def test_a_worker_the_database_crash_stopped_with_its_supervisor_gone_is_explain
     """The database crashes under a pool worker and its supervisor hangs up: the worker
     exits 4 and nobody can record why on the run. That is the crash's doing (the dev
     profile's hunt found it reported as an unexplained exit 4)."""
-    events = [Event(op="start", run=0), Event(op="db_crash"), Event(op="hangup")]
-    outcome, trace = _run(pool_runner, events)
+    outcome, trace = _run(pool_runner, CRASH_THEN_HANGUP)
     assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
 
 
@@ -182,14 +170,7 @@ def test_an_orphan_leaves_when_its_run_is_done_while_a_hand_started_worker_lives
     """The supervisor dies; its busy worker finishes its run, finds the pipe closed and
     exits, although a worker an operator started by hand is alive beside it (were it a
     fork of the runner it would hold the pipe open, and the orphan would wait forever)."""
-    events = [
-        Event(op="start", run=0),
-        Event(op="start", run=1),
-        Event(op="restart", run=1),
-        Event(op="hangup"),
-        *[Event(op="step", run=0)] * 4,
-    ]
-    outcome, trace = _run(pool_runner, events)
+    outcome, trace = _run(pool_runner, ORPHAN_BESIDE_HAND_STARTED)
     assert not isinstance(outcome, str), outcome
     assert "step r0: w1 ended: done" in trace, trace
 
@@ -300,14 +281,8 @@ def test_the_supervisor_watches_for_hung_workers_at_every_sweep_event(
     """Its watchdog runs at most twice a poll of real time; a sweep event is a poll's worth
     of time, so it kills the frozen worker whose lease ran out at the first sweep after, on
     a quiet machine as on a busy one (else the worker lives on to find its lease lost)."""
-    story = [
-        Event(op="start", run=0, agent="support"),
-        Event(op="stall", run=0, point="after_intent", seq=1),
-        Event(op="tick", seconds=13.0),
-        Event(op="sweep"),
-    ]
     for _ in range(2):
-        outcome, trace = _run(pool_runner, story)
+        outcome, trace = _run(pool_runner, WATCHDOG)
         assert not isinstance(outcome, str), outcome
         assert "waiting w1 ended: crashed" in "\n".join(trace), "\n".join(trace)
 
@@ -319,11 +294,24 @@ def test_a_worker_the_database_crash_stopped_after_a_cancel_is_explained_by_the_
     operator cancels the run: the worker's next write meets its dead connection (exit 4,
     resumable) before it could learn of the cancel (exit 5). The crash explains it (the
     ci profile's hunt found this false alarm)."""
-    events = [
-        Event(op="start", run=0),
-        Event(op="db_crash", run=0, point="before_intent"),
-        Event(op="cancel", run=0),
-    ]
-    outcome, trace = _run(pool_runner, events)
+    outcome, trace = _run(pool_runner, CRASH_THEN_CANCEL)
     assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
     assert outcome["r0"]["status"] == "cancelled"
+
+
+def test_a_supervisor_that_never_hears_its_workers_open_is_caught(
+    pool_runner: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its pool workers' hello is read and dropped (``ready`` stays False): it keeps no
+    spare, and a run handed on after a death waits for a new worker to open. The
+    mutation runs found it (``WorkerProcess.ended``'s ``== "ready"`` as ``> "ready"``)."""
+    heard = WorkerProcess.ended
+
+    def deaf(proc: WorkerProcess) -> list[tuple[Lease, int]]:
+        ended = heard(proc)
+        proc.ready = False
+        return ended
+
+    monkeypatch.setattr(WorkerProcess, "ended", deaf)
+    found = _violation(pool_runner, [Event(op="start", run=0), Event(op="sweep")])
+    assert "[pool_ready]" in found

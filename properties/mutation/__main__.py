@@ -33,6 +33,8 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 OUT: Final = ROOT / "reports" / "mutation"
 TIMEOUT_FACTOR: Final = 4  # a mutant may take this many times the unmutated run
 MIN_TIMEOUT: Final = 120.0  # seconds
+# modules only the real supervisor runs: their mutants get the command's pool stage too
+POOL_MODULES: Final = frozenset({"supervisor", "workerpool"})
 T = TypeVar("T")
 
 
@@ -124,6 +126,8 @@ def _sample(items: list[T], args: argparse.Namespace, module: str) -> list[T]:
 
 def run_one(mutant: Mutant, overlay: Overlay, command: str, timeout: float) -> report.Result:
     began = time.monotonic()
+    if mutant.module in POOL_MODULES:
+        command += " --pool"
     with overlay.applied(mutant):
         outcome, output = run_tests(command, timeout)
     seconds = time.monotonic() - began
@@ -132,10 +136,10 @@ def run_one(mutant: Mutant, overlay: Overlay, command: str, timeout: float) -> r
     elif f"agent_runtime={overlay.package}" not in output:
         status, detail = "error", "the command did not import the mutated copy: " + _tail(output)
     elif outcome == TestOutcome.SURVIVED:
-        status, detail = "survived", _lines(output, "survived:")
+        status, detail = "survived", _lines(output, "in-process:", "survived:")
     elif outcome == TestOutcome.KILLED:
         status = "killed"
-        detail = _lines(output, "killed:", "after:", "schedule:") or _tail(output)
+        detail = _lines(output, "in-process:", "killed:", "after:", "schedule:") or _tail(output)
     else:
         status, detail = "error", _tail(output)
     return report.Result(
@@ -196,7 +200,8 @@ def _run(
         if args.no_baseline and args.timeout:
             baseline = 0.0
         else:
-            outcome, output = run_tests(command, args.timeout or 3600)
+            pooled = any(m.module in POOL_MODULES for m in todo)
+            outcome, output = run_tests(command + " --pool" * pooled, args.timeout or 3600)
             baseline = time.monotonic() - began
             if outcome != TestOutcome.SURVIVED or f"agent_runtime={overlay.package}" not in output:
                 print(f"the unmutated runtime does not pass, or the copy was not used:\n{output}")
@@ -217,7 +222,8 @@ def _run(
         args,
         {
             "command": "python -m properties.mutation.check"
-            + (" --no-hypothesis" if args.scope_only else ""),
+            + (" --no-hypothesis" if args.scope_only else "")
+            + (" (--pool for " + ", ".join(sorted(POOL_MODULES)) + ")"),
             "unmutated seconds": round(baseline, 1),
             "timeout per mutant": round(timeout, 1),
             "places left out (equivalent by construction)": excluded,

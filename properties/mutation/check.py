@@ -50,28 +50,39 @@ def _check(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m properties.mutation.check")
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--no-hypothesis", action="store_true", help="the small scope only")
+    parser.add_argument(
+        "--pool", action="store_true", help="then the pool mode's checks (poolstage.py)"
+    )
+    parser.add_argument(
+        "--pool-only", action="store_true", help="the pool stage alone (tests, iterating)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
     # Imported here, not above: importing the runtime is part of what a mutant may break.
     from .. import profiles as profiles  # registers dev, ci and nightly
     from .. import scope
+    from ..events import Schedule
     from ..exploring import explore
     from ..runners import InProcessRunner
     from ..server import SuiteDatabase
     from ..violations import Violation, Violations
 
     began = time.monotonic()
+    error: Exception | None
+    saved: list[Schedule]
     database = SuiteDatabase.for_command()
     runner = InProcessRunner(database.url, server=database)
     try:
         with tempfile.TemporaryDirectory(prefix="mutant-failures-") as failures:
-            if args.no_hypothesis:
+            if args.pool_only:
+                error, stage, saved = None, "skipped", []
+            elif args.no_hypothesis:
                 runner.warm()
                 swept = scope.sweep(
                     runner, name="mutant", profile=args.profile, failures_dir=Path(failures)
                 )
                 found = swept.finding
-                error: Exception | None = None if found is None else found.error
+                error = None if found is None else found.error
                 stage = f"small scope, schedule {swept.tried}"
                 saved = [] if found is None else [found.schedule]
             else:
@@ -90,6 +101,14 @@ def _check(argv: Sequence[str] | None) -> int:
                     if in_scope
                     else f"{result.scope_tried} scope schedules, {result.examples} examples"
                 )
+        if (args.pool or args.pool_only) and error is None:
+            print(f"in-process: passed ({stage}) in {time.monotonic() - began:.1f}s; "
+                  f"supervisor imported: {_supervisor_imported()}", flush=True)  # fmt: skip
+            from .poolstage import pool_stage  # the real supervisor, imported now
+
+            pooled = pool_stage(runner, database, profile=args.profile)
+            error, stage = pooled.error, pooled.stage
+            saved = [Schedule(events=tuple(events)) for events in pooled.failing]
     finally:
         runner.close()
         database.close()
@@ -103,6 +122,12 @@ def _check(argv: Sequence[str] | None) -> int:
     for schedule in saved[-1:]:
         print("schedule: " + "; ".join(str(e) for e in schedule.events))
     return VIOLATION if isinstance(error, Violation | Violations) else 1
+
+
+def _supervisor_imported() -> list[str]:
+    """The supervisor's modules this process has imported (none, after the in-process
+    stages: they never reach the real supervisor)."""
+    return sorted(m for m in sys.modules if m.startswith("agent_runtime.supervisor"))
 
 
 if __name__ == "__main__":

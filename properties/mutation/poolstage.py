@@ -1,0 +1,162 @@
+"""The killing command's pool stage: the real supervisor and its pool, as CI runs them.
+
+The in-process runner mimics the supervisor's claim; nothing it runs imports
+``agent_runtime.supervisor``. So a mutant of the supervisor or its pool is judged here,
+after the in-process stages passed, by what ``properties/test_pool.py`` runs under the
+profile: the calm schedules through both runners (the real pool must give the mimic's
+outcome and trace), the pool's own schedules under every invariant, then each fixed
+schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same).
+Not shrunk; the first failure is the verdict.
+
+The supervisor is built in this process and forks its pool workers from it, so they run
+the modules this process imported (the mutated copy first on ``PYTHONPATH``); the worker
+a ``restart`` starts by hand is a fresh interpreter that inherits that ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import Phase, given
+
+from agent_runtime.errors import EXIT_USAGE
+from agent_runtime.observe.metrics import MULTIPROC_ENV
+
+from ..events import Event
+from ..pool_runner import PoolRunner
+from ..pool_stories import CALM, FIXED, STORMY, problem
+from ..pool_strategies import calm_schedules, pool_schedules
+from ..profiles import profile_settings
+from ..runner import ScheduleRunner
+from ..runners import InProcessRunner
+from ..server import SuiteDatabase
+from ..violations import Violation, Violations
+
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
+
+
+class PoolFinding(AssertionError):
+    """The real pool differs from the mimic, or a fixed schedule went otherwise."""
+
+
+@dataclass
+class PoolVerdict:
+    error: Exception | None
+    stage: str
+    failing: list[list[Event]]  # the failing schedule, if one failed
+    seconds: float
+
+
+def _run(runner: ScheduleRunner, events: list[Event]) -> tuple[Any, list[str]]:
+    try:
+        outcome: Any = runner.replay(events)
+    except (Violation, Violations) as exc:
+        outcome = f"violation: {exc}"
+    return outcome, list(runner.trace)
+
+
+def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: str) -> PoolVerdict:
+    """Every pool check of ``profile`` until the first failure; never raises it."""
+    began = time.monotonic()
+    failing: list[list[Event]] = []
+    pool = PoolRunner(database.url, server=database)
+    stage = f"pool: calm schedules ({CALM[profile]})"
+    try:
+        pool.warm()
+
+        @profile_settings(
+            profile, max_examples=CALM[profile], stateful_step_count=10, phases=NO_SHRINK
+        )
+        @given(calm_schedules(max_events=8))
+        def agree(events: list[Event]) -> None:
+            fast, fast_trace = _run(inprocess, events)
+            if isinstance(fast, str):  # the in-process stages passed: not the pool's doing
+                raise PoolFinding(f"the in-process runner failed a calm schedule: {fast}")
+            real, real_trace = _run(pool, events)
+            if (fast_trace, fast) != (real_trace, real):
+                failing.append(events)
+                raise PoolFinding(
+                    f"the real pool differs from the mimic\ninprocess: {fast_trace} {fast}"
+                    f"\npool:      {real_trace} {real}"
+                )
+
+        @profile_settings(
+            profile, max_examples=STORMY[profile], stateful_step_count=10, phases=NO_SHRINK
+        )
+        @given(pool_schedules(max_events=9))
+        def holds(events: list[Event]) -> None:
+            failing.append(events)
+            pool.replay(events)  # a violation is the verdict as it is
+            failing.pop()
+
+        agree()
+        stage = f"pool: pool schedules ({STORMY[profile]})"
+        holds()
+        for name, events in FIXED.items():
+            stage = f"pool: fixed schedule {name!r}"
+            failing.append(events)
+            outcome, trace = _run(pool, events)
+            found = problem(name, outcome, trace)
+            if found is None and name == "story" and _run(pool, events) != (outcome, trace):
+                found = "the story replayed otherwise"
+            if found is not None:
+                raise PoolFinding(found)
+            failing.pop()
+        stage = "pool: the supervisor's command, --once"
+        pool.reset()  # no run left: the command claims nothing and exits at once
+        found = _command_once(database.url)
+        if found is not None:
+            raise PoolFinding(found)
+        error: Exception | None = None
+        stage = (
+            f"pool: {CALM[profile]} calm, {STORMY[profile]} pool, {len(FIXED)} fixed, "
+            "the command once"
+        )
+    except Exception as exc:
+        error = exc
+    finally:
+        pool.close()
+    return PoolVerdict(error, stage, failing[-1:], time.monotonic() - began)
+
+
+def _command_once(url: str) -> str | None:
+    """``python -m agent_runtime.supervisor --once`` on an empty database (what an operator
+    starts: the schedules build the Supervisor directly), its metrics port given once by
+    ``--metrics-port 0`` and once by ``METRICS_PORT=0``: it must serve its metrics, find
+    nothing to claim, exit 0 and remove its private metrics directory. What is wrong with
+    it, or None. And a bad ``--prune-after`` is one clear line and exit 2, no traceback."""
+    env = {**os.environ, "DATABASE_URL": url}
+    bad = [sys.executable, "-m", "agent_runtime.supervisor", "--once", "--prune-after", "soon"]
+    done = subprocess.run(bad, env=env, capture_output=True, text=True, timeout=60)
+    if done.returncode != EXIT_USAGE or "Traceback" in done.stderr:
+        return f"--prune-after soon: exit {done.returncode}, said {done.stderr.splitlines()[-3:]}"
+    for flag, env_port in ((["--metrics-port", "0"], None), ([], "0")):
+        command = [sys.executable, "-m", "agent_runtime.supervisor", "--once", *flag]
+        env = {**os.environ, "DATABASE_URL": url}
+        env.pop(MULTIPROC_ENV, None)  # a private directory, which the command must remove
+        env.pop("METRICS_PORT", None)
+        if env_port is not None:
+            env["METRICS_PORT"] = env_port
+        how = " ".join(flag) or f"METRICS_PORT={env_port}"
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return f"the supervisor's command --once ({how}) did not exit within 60s"
+        said = done.stderr.strip().splitlines()
+        served = [line for line in said if "metrics address=" in line]
+        if done.returncode != 0 or not served:
+            return (
+                f"the supervisor's command --once ({how}): exit {done.returncode}, said {said[-3:]}"
+            )
+        left = [
+            word.split("=", 1)[1] for word in served[0].split() if word.startswith("directory=")
+        ]
+        if any(Path(d).exists() for d in left):
+            return f"the supervisor's command --once ({how}) left its metrics directory {left}"
+    return None
