@@ -239,6 +239,30 @@ def test_a_failed_call_reported_as_an_error_is_asked_for_again(llm: openai.OpenA
     ]
 
 
+@pytest.mark.parametrize("content", ["null", "42", "done, nothing to report"])
+def test_a_tool_result_that_is_not_an_object_is_read_as_any_server_reads_it(
+    llm: openai.OpenAI, content: str
+) -> None:
+    first = ask(llm, PROMPT)
+    server = first.choices[0].message.tool_calls[0]
+    messages = [
+        *PROMPT,
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": server.id, "content": json.dumps(SERVER_RESULT)},
+    ]
+    second = ask(llm, messages)
+    database = second.choices[0].message.tool_calls[0]
+    messages += [
+        second.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": database.id, "content": content},
+    ]
+
+    third = ask(llm, messages)  # a real server takes any text; the plan goes on
+
+    assert [name for name, _ in calls_of(second)] == ["create_database"]
+    assert [name for name, _ in calls_of(third)] == ["create_dns_record"]
+
+
 def test_the_model_list_names_every_plan(llm: openai.OpenAI) -> None:
     names = [m.id for m in llm.models.list()]
 
@@ -389,16 +413,16 @@ UNANSWERED = [
             id="answer-to-nothing",
         ),
         pytest.param(
-            body(messages=server_asked("created it")),
-            "messages[3].content",
+            body(messages=server_asked("created it")),  # text is read, but holds no id
+            "messages",
             "invalid_value",
-            id="result-not-json",
+            id="result-text-without-the-server-id",
         ),
         pytest.param(
-            body(messages=server_asked(["i-1"])),
-            "messages[3].content",
+            body(messages=server_asked(["i-1"])),  # read as a value, which holds no id
+            "messages",
             "invalid_value",
-            id="result-not-an-object",
+            id="result-list-without-the-server-id",
         ),
         pytest.param(
             body(messages=server_asked({"status": "created"})),

@@ -11,9 +11,10 @@ model counts the call, so a refused request is never counted:
   offer declares `parameters.properties`, the plan's arguments fit it;
 - `messages`: the conversation. Every assistant tool call must be answered by
   one `role: tool` message (its `tool_call_id`) before the next user or
-  assistant message; the answer's content is the JSON object the runtime
-  confirmed. An object with an `"error"` key reports a failed call: the plan
-  does not count that step as done;
+  assistant message; the answer's content is what the runtime confirmed, as
+  JSON (any other text, and JSON that is not an object such as `null`, is read
+  as `{"value": ...}`, as a real server takes any text). An object with an
+  `"error"` key reports a failed call: the plan does not count that step as done;
 - `tool_choice` (`auto`, `none`, `required`, or a named function) and
   `parallel_tool_calls` shape the plan's next move.
 """
@@ -146,17 +147,14 @@ def _text(content: object, where: str) -> str:
 
 
 def _result(content: object, where: str) -> dict[str, Any]:
+    """A tool message's content as the plans read it: a JSON object as it is; anything
+    else a real server takes too (``null``, a number, plain text) under ``"value"``."""
     text = _text(content, where)
     try:
         result = json.loads(text)
-    except ValueError as exc:
-        raise _refuse(
-            f"{where}.content must be the tool's result as a JSON object ({exc})",
-            f"{where}.content",
-        ) from exc
-    if not isinstance(result, dict):
-        raise _refuse(f"{where}.content must be a JSON object", f"{where}.content")
-    return result
+    except ValueError:
+        return {"value": text}
+    return result if isinstance(result, dict) else {"value": result}
 
 
 def _arguments(raw: object) -> dict[str, Any]:

@@ -188,7 +188,8 @@ def _settled(history: History, decision: Decision) -> bool:
 
 def _answer_messages(history: History, decisions: list[Decision]) -> list[dict[str, Any]]:
     """One answer (its decisions, in step order) as the assistant message and one tool
-    message per call that has a result."""
+    message per resolved call (a tool that answered nothing is answered ``null``: a
+    Chat Completions server refuses a tool call left without its message)."""
     answer = history.answers.get(decisions[0].llm_call)
     message = answer.message if answer is not None else None
     if message is None or message.get("role") != "assistant":
@@ -196,7 +197,7 @@ def _answer_messages(history: History, decisions: list[Decision]) -> list[dict[s
     messages = [message]
     for decision in decisions:
         call = history.calls.get(decision.seq)
-        if decision.tool == DONE or call is None or call.result is None:
+        if decision.tool == DONE or call is None or not call.confirmed:
             continue
         messages.append(
             {
