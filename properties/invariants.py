@@ -234,6 +234,9 @@ def _references(
             expected = results[0].get(wanted) if results else None
             same = _SAME_ANSWER.get((d.tool, field_))
             if same is not None and (sibling := _sibling(decisions, d, source)) is not None:
+                twin = calls.get(sibling.seq)
+                if twin is not None and twin.remote_status == "rejected":
+                    continue  # the model spoiled its twin's arguments: nothing to refer to
                 expected = sibling.args.get(same)
             got = d.args.get(field_)
             ok = got == expected if how == "is" else str(expected) in str(got)

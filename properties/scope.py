@@ -174,7 +174,12 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
     if how in DURABLE_STORIES:
         return (start, *_before_db_crash(how, seq, fault), Event(op="db_crash"))
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then
-        spoiled = (Event(op="cloud_fault", fault=fault, n=1),) if how == "race_send" else ()
+        spoiled: tuple[Event, ...] = ()
+        if how == "race_send":  # its first request fails; it waits to send again, then races
+            spoiled = (
+                Event(op="cloud_fault", fault=fault, n=1),
+                Event(op="pause", run=0, point="retry_wait", seq=seq),
+            )
         return (
             start,
             Event(op="pause", run=0, point=RACE_STORIES[how], seq=seq),
