@@ -39,6 +39,7 @@ from .pool_stories import (
     CANCELLED_BEFORE_ADOPTION,
     CRASH_THEN_CANCEL,
     CRASH_THEN_HANGUP,
+    FIRST_CRASH,
     ORPHAN_BESIDE_HAND_STARTED,
     STORMY,
     STORY,
@@ -256,11 +257,11 @@ def test_a_supervisor_that_leaves_a_dead_workers_run_to_its_lease_is_caught(
 def test_a_supervisor_that_backs_off_a_runs_first_worker_death_is_caught(
     pool_runner: PoolRunner,
 ) -> None:
+    outcome, _ = _run(pool_runner, FIRST_CRASH)  # the real supervisor: no backoff
+    assert not isinstance(outcome, str), outcome
     pool_runner.world.supervisor_class = _Punishing
     try:
-        found = _violation(
-            pool_runner, [Event(op="start", run=0), Event(op="crash", run=0, point="after_intent")]
-        )
+        found = _violation(pool_runner, FIRST_CRASH)
     finally:
         pool_runner.world.supervisor_class = Supervisor
     assert "[pool_freed] run r0" in found and "only deaths in a row back off" in found
