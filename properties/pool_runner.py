@@ -32,7 +32,8 @@ Every invariant of the other runners holds here too, and the pool's own:
 - ``pool_one_run``: no pool worker drives a run it was not handed, or holds two live
   leases at once;
 - ``pool_freed``: the run of a worker that died holding it is free (or claimed again)
-  by the end of the supervisor's next pass: never left to its lease;
+  by the end of the supervisor's next pass: never left to its lease, nor held back by a
+  backoff after its first death since progress;
 - ``pool_ready``: at each pass, every pool worker its supervisor started has opened (the
   supervisor heard its hello) or is gone within ``READY_WAIT``: one whose hello is lost
   keeps the supervisor from keeping a spare.
@@ -44,7 +45,7 @@ import contextlib
 import shutil
 import signal
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from agent_runtime.store import clock
 from agent_runtime.store.journal import Journal
@@ -343,7 +344,10 @@ class PoolRunner(ScheduleRunner):
         died, self.world.died = self.world.died, []
         for tenure in died:
             row = sqlfile.one(self.conn, "lease_of", {"run": tenure.lease.run_id})
-            if row is None or row["status"] != "running" or row["owner"] is None:
+            if row is None or row["status"] != "running":
+                continue
+            if row["owner"] is None:
+                self._check_no_backoff(tenure, row)
                 continue
             if row["generation"] == tenure.lease.generation:
                 self.problems.append(
@@ -357,6 +361,24 @@ class PoolRunner(ScheduleRunner):
                         "is freed at once",
                     )
                 )
+
+    def _check_no_backoff(self, tenure: PoolPilot, row: dict[str, Any]) -> None:
+        """A first death since the run's last progress frees it for a claim at once (deaths
+        in a row back off: ``takeback.free_after_exit``)."""
+        first = row["attempts"] <= 1 and row["generation"] == tenure.lease.generation
+        expires = row["lease_expires_at"]
+        if first and expires is not None and expires > row["now"]:
+            self.problems.append(
+                Violation(
+                    "pool_freed",
+                    tenure.lease.run_id,
+                    None,
+                    f"pool worker {tenure.pid} died holding generation "
+                    f"{tenure.lease.generation}, its run's first death since progress, and "
+                    f"its supervisor held the run back until {expires} (now {row['now']}): "
+                    "only deaths in a row back off",
+                )
+            )
 
     def _check_idle_wait(self, s: Supervised) -> None:
         """No run is left claimable by a pass that had room for a worker."""

@@ -64,6 +64,8 @@ CRASH_THEN_CANCEL: Final = [
     Event(op="db_crash", run=0, point="before_intent"),
     Event(op="cancel", run=0),
 ]
+# a pool worker crashes (exit 1) on its run's first attempt: the run is claimable at once
+FIRST_CRASH: Final = [Event(op="start", run=0), Event(op="crash", run=0, point="after_intent")]
 FIXED: Final = {
     "story": STORY,
     "cancelled before adoption": CANCELLED_BEFORE_ADOPTION,
@@ -71,6 +73,7 @@ FIXED: Final = {
     "orphan beside a hand-started worker": ORPHAN_BESIDE_HAND_STARTED,
     "watchdog": WATCHDOG,
     "crash then cancel": CRASH_THEN_CANCEL,
+    "first crash": FIRST_CRASH,
 }
 
 

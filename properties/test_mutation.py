@@ -10,6 +10,7 @@ import pytest
 from cosmic_ray import work_item
 from cosmic_ray.testing import run_tests
 
+from .mutation import __main__ as mutation_main
 from .mutation import pymutants, report, sqlmutants
 from .mutation.overlay import Overlay
 from .server import DATADIR_ENV, SuiteDatabase
@@ -115,6 +116,20 @@ def test_an_equivalent_mutant_annotation_round_trips(tmp_path: Path) -> None:
     }
     assert data["modules"]["acting"]["equivalent"] == 1
     assert "**open**" in out.read_text()
+
+
+def test_every_module_of_the_supervisor_package_is_mutated_with_the_pool_stage() -> None:
+    """The Supervisor class (supervision, takeback, unserved) runs only in the pool stage:
+    each module of the package is a protocol module, and each of them gets ``--pool``."""
+    package = Path(pymutants.__file__).parents[2] / "src/agent_runtime/supervisor"
+    files = {f"supervisor/{p.name}" for p in package.glob("*.py")} - {
+        "supervisor/__init__.py",
+        "supervisor/__main__.py",
+    }
+    by_path = {path: name for name, path in pymutants.PATHS.items()}
+    assert files <= set(by_path), files - set(by_path)
+    assert {by_path[f] for f in files} == mutation_main.POOL_MODULES
+    assert set(mutation_main.POOL_MODULES) <= set(pymutants.PROTOCOL)
 
 
 def test_the_checked_in_annotations_load() -> None:

@@ -39,6 +39,7 @@ from .pool_stories import (
     CANCELLED_BEFORE_ADOPTION,
     CRASH_THEN_CANCEL,
     CRASH_THEN_HANGUP,
+    FIRST_CRASH,
     ORPHAN_BESIDE_HAND_STARTED,
     STORMY,
     STORY,
@@ -217,6 +218,14 @@ class _Forgetful(Supervisor):
         return None
 
 
+class _Punishing(Supervisor):
+    """Backs off the run of a worker that crashed, as if it had exited with an error
+    (``free_after_exit``'s ``code != EXIT_CRASHED``)."""
+
+    def _after_exit(self, lease: Lease, code: int, reason: str | None = None) -> None:
+        super()._after_exit(lease, 70 if code == 1 else code, reason)
+
+
 class _Hoarding(Supervisor):
     """Claims nothing while one of its workers is idle (a wrong count of free slots)."""
 
@@ -243,6 +252,19 @@ def test_a_supervisor_that_leaves_a_dead_workers_run_to_its_lease_is_caught(
     finally:
         pool_runner.world.supervisor_class = Supervisor
     assert "[pool_freed] run r0" in found
+
+
+def test_a_supervisor_that_backs_off_a_runs_first_worker_death_is_caught(
+    pool_runner: PoolRunner,
+) -> None:
+    outcome, _ = _run(pool_runner, FIRST_CRASH)  # the real supervisor: no backoff
+    assert not isinstance(outcome, str), outcome
+    pool_runner.world.supervisor_class = _Punishing
+    try:
+        found = _violation(pool_runner, FIRST_CRASH)
+    finally:
+        pool_runner.world.supervisor_class = Supervisor
+    assert "[pool_freed] run r0" in found and "only deaths in a row back off" in found
 
 
 def test_a_supervisor_that_lets_runs_wait_beside_an_idle_worker_is_caught(

@@ -34,7 +34,7 @@ OUT: Final = ROOT / "reports" / "mutation"
 TIMEOUT_FACTOR: Final = 4  # a mutant may take this many times the unmutated run
 MIN_TIMEOUT: Final = 120.0  # seconds
 # modules only the real supervisor runs: their mutants get the command's pool stage too
-POOL_MODULES: Final = frozenset({"supervisor", "workerpool"})
+POOL_MODULES: Final = frozenset({"supervisor", "supervision", "takeback", "unserved", "workerpool"})
 T = TypeVar("T")
 
 

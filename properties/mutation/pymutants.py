@@ -45,6 +45,9 @@ PATHS: Final = {
     "claiming": "loop/claiming.py",
     "lease": "loop/lease.py",
     "supervisor": "supervisor/main.py",
+    "supervision": "supervisor/supervision.py",
+    "takeback": "supervisor/takeback.py",
+    "unserved": "supervisor/unserved.py",
     "workerpool": "supervisor/workerpool.py",
 }
 PROTOCOL: Final = tuple(PATHS)

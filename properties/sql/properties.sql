@@ -47,7 +47,8 @@ FROM runs r ORDER BY r.id;
 SELECT id, generation FROM runs;
 
 -- name: lease_of
-SELECT owner, generation, status, lease_expires_at, cr_now() AS now FROM runs WHERE id = %(run)s;
+SELECT owner, generation, status, lease_expires_at, attempts, cr_now() AS now
+FROM runs WHERE id = %(run)s;
 
 -- name: in_flight_release
 -- A worker that stopped with CallInFlight must have left its run free until a checked
