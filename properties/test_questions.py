@@ -44,21 +44,30 @@ def test_the_model_keeps_each_question_of_both_protocols_until_a_reset() -> None
         remotes.close()
 
 
-def _chat(run: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _chat(run: str, messages: list[dict[str, Any]], answer: Any = None) -> dict[str, Any]:
     body = {"model": "mock-support", "user": run, "messages": messages}
-    return {"run_id": run, "protocol": "chat", "body": body}
+    return {"run_id": run, "protocol": "chat", "body": body, "answer": answer}
 
 
 def test_a_question_without_the_instructions_or_the_input_is_not_asked_truly() -> None:
     kinds, agents = {"r0": "support"}, {"support": SUPPORT}
     instructions, task = opening(SUPPORT)
-    later = [{"role": "assistant", "content": "x"}]
-    assert asked_truly([_chat("r0", [instructions, task, *later])], kinds, agents) == []
+    call = {"id": "call_1_0_ab", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    said = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
+    first = _chat("r0", [instructions, task], {"choices": [{"message": said}]})
+    kept = {"role": "assistant", "content": None, "tool_calls": [call]}  # as journaled
+    result = {"role": "tool", "tool_call_id": "call_1_0_ab", "content": "{}"}
+    assert (
+        asked_truly([first, _chat("r0", [instructions, task, kept, result])], kinds, agents) == []
+    )
     assert asked_truly([_chat("r9", [task])], kinds, agents) == []  # not this schedule's run
-    for messages in ([task, *later], [instructions, {**task, "content": ""}]):
+    for messages in ([task], [instructions, {**task, "content": ""}]):
         (found,) = asked_truly([_chat("r0", messages)], kinds, agents)
         assert found.kind == "asked"
         assert "not the agent support's instructions" in str(found)
+    remade = {**kept, "tool_calls": [{**call, "id": "call_0"}]}  # the runtime's own ids
+    (found,) = asked_truly([first, _chat("r0", [instructions, task, remade])], kinds, agents)
+    assert "no answer the model gave" in str(found)
     decide = {"run_id": "r0", "protocol": "decide", "body": {"run_id": "r1", "history": []}}
     (found,) = asked_truly([decide], kinds, agents)
     assert "question 0 is" in str(found)
@@ -66,6 +75,15 @@ def test_a_question_without_the_instructions_or_the_input_is_not_asked_truly() -
 
 def _without_instructions(question: conversation.Question) -> list[dict[str, Any]]:
     return [m for m in conversation.opening(question) if m["role"] != "system"]
+
+
+ANSWER_MESSAGES = conversation._answer_messages
+
+
+def _remade(history: Any, decisions: list[Any]) -> list[dict[str, Any]]:
+    """The mutant _answer_messages:6a9d690b, as a patch: each answer's message remade from
+    its decisions (no content, the runtime's own call ids) instead of the model's."""
+    return [conversation._assistant(decisions), *ANSWER_MESSAGES(history, decisions)[1:]]
 
 
 @pytest.mark.parametrize("kind", ["support", "provisioning"])
@@ -81,4 +99,13 @@ def test_a_runtime_that_drops_the_instructions_is_caught(
         inprocess_runner.replay(events)
         return
     with pytest.raises((Violation, Violations), match=r"\[asked\] run r0"):
+        inprocess_runner.replay(events)
+
+
+def test_a_runtime_that_remakes_the_models_answers_is_caught(
+    inprocess_runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = [Event(op="start", run=0, agent="support")]
+    monkeypatch.setattr(conversation, "_answer_messages", _remade)
+    with pytest.raises((Violation, Violations), match="no answer the model gave"):
         inprocess_runner.replay(events)

@@ -14,7 +14,7 @@ Fault knobs make the next answers bad on purpose: `malformed`, `unknown_tool`,
 set, they are served in that order.
 
 Every question the model answers (a request its protocol accepted) is kept as it came,
-with its run and protocol (`questions`, `GET /v1/questions`; the last
+with its run, its protocol and the answer (`questions`, `GET /v1/questions`; the last
 `QUESTIONS_KEPT`), so a test can compare what a runtime asked with what it should have.
 """
 
@@ -186,11 +186,13 @@ class Model:
 
     # -- questions -------------------------------------------------------------------------
 
-    def heard(self, run_id: str, protocol: str, body: Mapping[str, Any]) -> None:
-        """Keep a question this model answers: its run, its protocol (``decide`` or
-        ``chat``) and its body as the client sent it."""
+    def heard(self, run_id: str, protocol: str, body: Mapping[str, Any], answer: Answer) -> None:
+        """Keep a question this model answered: its run, its protocol (``decide`` or
+        ``chat``), its body as the client sent it, and the answer (a raw one as its text)."""
+        said = answer.text if isinstance(answer, RawAnswer) else answer
+        entry = {"run_id": run_id, "protocol": protocol, "body": body, "answer": said}
         with self._lock:
-            self._questions.append({"run_id": run_id, "protocol": protocol, "body": body})
+            self._questions.append(entry)
 
     def questions(self) -> list[dict[str, Any]]:
         """The questions kept, oldest first: the body of ``GET /v1/questions``'s list."""

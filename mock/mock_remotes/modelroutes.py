@@ -5,7 +5,7 @@ POST /v1/chat/completions  OpenAI Chat Completions with tool calling (mock_remot
 GET  /v1/models            the plans, by model name
 GET  /v1/calls             {"total", "by_run"}
 GET  /v1/calls/{run_id}    {"run_id", "calls"}
-GET  /v1/questions         {"questions": [{"run_id", "protocol", "body"}]}, oldest first
+GET  /v1/questions         {"questions": [{"run_id", "protocol", "body", "answer"}]}, oldest first
 GET  /admin/faults    POST /admin/faults    POST /admin/reset
 GET  /healthz
 """
@@ -47,8 +47,9 @@ def model_router(model: Model) -> Router:
         """The next tool call for a run, given its confirmed steps."""
         body = _body(call)
         run_id, history = parse_request(body)
-        model.heard(run_id, "decide", cast(dict[str, Any], body))
-        return _answer(model.decide(run_id, history, wait=call.wait))
+        answer = model.decide(run_id, history, wait=call.wait)
+        model.heard(run_id, "decide", cast(dict[str, Any], body), answer)
+        return _answer(answer)
 
     @router.route("POST", "/v1/chat/completions")
     def chat_completions(call: Call, params: Mapping[str, str]) -> Reply:
@@ -58,8 +59,9 @@ def model_router(model: Model) -> Router:
         except ValueError as exc:
             raise ChatInvalidRequest(f"the body is not JSON: {exc}", reason="invalid_json") from exc
         request = parse_chat(body, run_header=call.header(RUN_HEADER))
-        model.heard(request.run_id, "chat", cast(dict[str, Any], body))
-        return _answer(model.complete(request, wait=call.wait))
+        answer = model.complete(request, wait=call.wait)
+        model.heard(request.run_id, "chat", cast(dict[str, Any], body), answer)
+        return _answer(answer)
 
     @router.route("GET", "/v1/models")
     def list_models(call: Call, params: Mapping[str, str]) -> Reply:
