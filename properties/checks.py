@@ -17,7 +17,9 @@ plus those only the runner can judge, because it knows who ran between two snaps
   decision, no call, no model answer, no request to any remote, no claim) until an
   operator resolves it;
 - **backoff** (:mod:`properties.waits`): a tool's retry comes after one wait of exactly its
-  declared backoff for that attempt, and a tool waits only before a retry.
+  declared backoff for that attempt, and a tool waits only before a retry;
+- **asked** (:mod:`properties.questions`, teardown): every question the model was asked
+  carries its run's instructions and input.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from __future__ import annotations
 from abc import abstractmethod
 from datetime import datetime
 
-from . import baseline, invariants, sqlfile
+from . import baseline, invariants, questions, sqlfile
+from .agents import suite_agents
 from .attempts import attempts_truth
 from .baseline import Baseline
 from .claimlog import claim_owners
@@ -52,6 +55,7 @@ class Checks(Endings):
     # Answers that were a held request landing (remote, its log's seq): the remote acted on
     # a request sent earlier, by a worker that may be long gone; nobody sent anything now.
     landed: set[tuple[str, int]]
+    kinds: dict[str, str]  # each started run's kind
 
     @abstractmethod
     def baselines(self) -> dict[str, Baseline]:
@@ -278,6 +282,8 @@ class Checks(Endings):
         self.problems.clear()
         found += baseline.settled(now, self._settling(), self.asks)
         found += self._wait_checks()
+        agents = suite_agents(self.remotes.support_url)
+        found += questions.asked_truly(questions.asked(self.remotes), self.kinds, agents)
         for w in self.workers:
             if w.alive:
                 found.append(Violation("settled", w.run, None, f"{w.label} is still alive"))

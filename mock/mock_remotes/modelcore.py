@@ -12,6 +12,10 @@ survive a restart of the mock.
 Fault knobs make the next answers bad on purpose: `malformed`, `unknown_tool`,
 `invalid_args`, consumed one per answer of either protocol. When several are
 set, they are served in that order.
+
+Every question the model answers (a request its protocol accepted) is kept as it came,
+with its run, its protocol and the answer (`questions`, `GET /v1/questions`; the last
+`QUESTIONS_KEPT`), so a test can compare what a runtime asked with what it should have.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +46,7 @@ TOOLS: Final = ("create_server", "create_database", "create_dns_record", "done")
 UNKNOWN_TOOL: Final = "delete_everything"
 _TRUNCATED: Final = '{"tool": "create_server", "args": {"name": "srv-'
 FAULTS: Final[tuple[Fault, ...]] = ("malformed", "unknown_tool", "invalid_args")
+QUESTIONS_KEPT: Final = 10_000  # the questions kept (a long-lived mock forgets the oldest)
 
 
 def parse_request(body: object) -> tuple[str, list[Step]]:
@@ -99,6 +105,7 @@ class Model:
         self._faults = self._baseline
         self._served: dict[Fault, int] = {"malformed": 0, "unknown_tool": 0, "invalid_args": 0}
         self._by_run: dict[str, int] = self._load()
+        self._questions: deque[dict[str, Any]] = deque(maxlen=QUESTIONS_KEPT)
 
     # -- deciding --------------------------------------------------------------------
 
@@ -177,6 +184,21 @@ class Model:
                 return fault
         return None
 
+    # -- questions -------------------------------------------------------------------------
+
+    def heard(self, run_id: str, protocol: str, body: Mapping[str, Any], answer: Answer) -> None:
+        """Keep a question this model answered: its run, its protocol (``decide`` or
+        ``chat``), its body as the client sent it, and the answer (a raw one as its text)."""
+        said = answer.text if isinstance(answer, RawAnswer) else answer
+        entry = {"run_id": run_id, "protocol": protocol, "body": body, "answer": said}
+        with self._lock:
+            self._questions.append(entry)
+
+    def questions(self) -> list[dict[str, Any]]:
+        """The questions kept, oldest first: the body of ``GET /v1/questions``'s list."""
+        with self._lock:
+            return list(self._questions)
+
     # -- counters ----------------------------------------------------------------------
 
     def calls(self, run_id: str) -> int:
@@ -204,9 +226,10 @@ class Model:
             return self._faults
 
     def reset(self) -> None:
-        """Forget every count and fault (a state file is emptied too)."""
+        """Forget every count, question and fault (a state file is emptied too)."""
         with self._lock:
             self._by_run.clear()
+            self._questions.clear()
             self._served = dict.fromkeys(self._served, 0)
             self._faults = self._baseline
             self._save()

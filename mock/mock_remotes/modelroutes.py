@@ -5,6 +5,7 @@ POST /v1/chat/completions  OpenAI Chat Completions with tool calling (mock_remot
 GET  /v1/models            the plans, by model name
 GET  /v1/calls             {"total", "by_run"}
 GET  /v1/calls/{run_id}    {"run_id", "calls"}
+GET  /v1/questions         {"questions": [{"run_id", "protocol", "body", "answer"}]}, oldest first
 GET  /admin/faults    POST /admin/faults    POST /admin/reset
 GET  /healthz
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any, cast
 
 from mock_remotes._wire import Call, Reply, Router
 from mock_remotes.chat import models
@@ -43,8 +45,11 @@ def model_router(model: Model) -> Router:
     @router.route("POST", "/v1/decide")
     def decide(call: Call, params: Mapping[str, str]) -> Reply:
         """The next tool call for a run, given its confirmed steps."""
-        run_id, history = parse_request(_body(call))
-        return _answer(model.decide(run_id, history, wait=call.wait))
+        body = _body(call)
+        run_id, history = parse_request(body)
+        answer = model.decide(run_id, history, wait=call.wait)
+        model.heard(run_id, "decide", cast(dict[str, Any], body), answer)
+        return _answer(answer)
 
     @router.route("POST", "/v1/chat/completions")
     def chat_completions(call: Call, params: Mapping[str, str]) -> Reply:
@@ -54,7 +59,9 @@ def model_router(model: Model) -> Router:
         except ValueError as exc:
             raise ChatInvalidRequest(f"the body is not JSON: {exc}", reason="invalid_json") from exc
         request = parse_chat(body, run_header=call.header(RUN_HEADER))
-        return _answer(model.complete(request, wait=call.wait))
+        answer = model.complete(request, wait=call.wait)
+        model.heard(request.run_id, "chat", cast(dict[str, Any], body), answer)
+        return _answer(answer)
 
     @router.route("GET", "/v1/models")
     def list_models(call: Call, params: Mapping[str, str]) -> Reply:
@@ -72,6 +79,11 @@ def model_router(model: Model) -> Router:
         run_id = params["run_id"]
         return Reply.of(200, {"run_id": run_id, "calls": model.calls(run_id)})
 
+    @router.route("GET", "/v1/questions")
+    def questions(call: Call, params: Mapping[str, str]) -> Reply:
+        """Every question answered (both protocols) since the last reset, as it came."""
+        return Reply.of(200, {"questions": model.questions()})
+
     @router.route("GET", "/admin/faults")
     def get_faults(call: Call, params: Mapping[str, str]) -> Reply:
         """The current fault and latency knobs."""
@@ -87,7 +99,7 @@ def model_router(model: Model) -> Router:
 
     @router.route("POST", "/admin/reset")
     def reset(call: Call, params: Mapping[str, str]) -> Reply:
-        """Forget every call count and fault."""
+        """Forget every call count, question and fault."""
         model.reset()
         return Reply.of(200, {"reset": True})
 
