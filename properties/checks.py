@@ -5,7 +5,8 @@
 :mod:`properties.invariants`, :mod:`properties.shadow` and :mod:`properties.accounting`,
 plus those only the runner can judge, because it knows who ran between two snapshots:
 
-- **fenced_act**: a worker whose heartbeat found its run taken over sends nothing more;
+- **fenced_act**: a worker whose heartbeat found its run taken over sends nothing more,
+  not even a read (:mod:`properties.reads`);
 - **stranded**: no lease is extended past the death of its owner;
 - **lease_integrity**: between two claims a lease changes only by its owner's hand;
 - **claim_truth**: every claim records its reason truthfully, none during a backoff;
@@ -34,6 +35,7 @@ from .baseline import Baseline
 from .claimlog import claim_owners
 from .endings import Endings
 from .observe import Snapshot, snapshot
+from .reads import desk_reads, fenced_reads
 from .remotes import Answer
 from .shadow import Shadow
 from .violations import Violation, raise_if
@@ -56,10 +58,15 @@ class Checks(Endings):
     # a request sent earlier, by a worker that may be long gone; nobody sent anything now.
     landed: set[tuple[str, int]]
     kinds: dict[str, str]  # each started run's kind
+    reads_judged: int | None  # the desk's log seq up to which reads were judged, once fenced
 
     @abstractmethod
     def baselines(self) -> dict[str, Baseline]:
         """Each started run's crash-free baseline (its kind's)."""
+
+    def _clear_workers(self) -> None:
+        super()._clear_workers()
+        self.reads_judged = None
 
     def observe(self) -> Snapshot:
         return snapshot(self.conn, self.remotes)
@@ -88,6 +95,7 @@ class Checks(Endings):
         found += invariants.remote_truth(now)
         found += invariants.parked_truth(now)
         found += self._lease_checks(now)
+        found += self._read_checks()
         found += self._claim_checks(now)
         operated = self._operated() | self.resolved
         found += attempts_truth(self.previous, now, crashed=crashed, operated=operated)
@@ -140,6 +148,22 @@ class Checks(Endings):
                     )
                 )
         return found
+
+    def _read_checks(self) -> list[Violation]:
+        """``fenced_act`` for the reads logged since the last check, judged once each by who
+        ran meanwhile (:mod:`properties.reads`); nothing is read before a heartbeat fenced
+        some worker."""
+        fenced = [w.fenced_after.get("desk", 0) for w in self.workers if w.fenced_after is not None]
+        if not fenced and self.reads_judged is None:
+            return []
+        after = min(fenced) if self.reads_judged is None else self.reads_judged
+        log = self.remotes.desk_log()
+        self.reads_judged = max([after, *(line["seq"] for line in log)])
+        reads = [r for r in desk_reads(log) if r.seq > after]
+        senders = [w for w in self.workers if w.label in self.moved] if reads else []
+        for w in senders:
+            self._generation(w)
+        return fenced_reads(reads, senders)
 
     def _lease_changes(self, before: Snapshot | None, now: Snapshot) -> list[Violation]:
         """Between two claims a run's lease changes only by the hand of its owner."""

@@ -27,6 +27,7 @@ from agent_runtime.store import db
 from . import sqlfile
 from .accounting import Ask
 from .pilots import Exit, Gate, Pilot, Start
+from .reads import desk_reads
 from .remotes import Remotes
 from .thread_pilot import ThreadPilot
 from .violations import Violation
@@ -55,7 +56,7 @@ class WorkerRec:
     crashed_by_us: bool = False
     exit: Exit | None = None
     lease_until: datetime | None = None  # as its claim or its last good renewal set it
-    # by remote, the last answer logged when its heartbeat found it fenced
+    # by remote, the last answer (or read) logged when its heartbeat found it fenced
     fenced_after: dict[str, int] | None = None
 
     @property
@@ -262,8 +263,10 @@ class Driving(ABC):
         if result.lost:
             if w.fenced_after is None:
                 w.fenced_after = {}
-                for a in self.remotes.answers():
-                    w.fenced_after[a.remote] = max(w.fenced_after.get(a.remote, 0), a.seq)
+                logged = [(a.remote, a.seq) for a in self.remotes.answers()]
+                logged += [(r.remote, r.seq) for r in desk_reads(self.remotes.desk_log())]
+                for remote, seq in logged:
+                    w.fenced_after[remote] = max(w.fenced_after.get(remote, 0), seq)
             return f"{w.label} fenced"
         return f"{w.label} renewal failed"
 

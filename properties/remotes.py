@@ -147,10 +147,6 @@ def desk_rows(tickets: list[dict[str, Any]], emails: list[dict[str, Any]]) -> li
     return [_ticket(t) for t in tickets] + [_delivery(m) for m in emails]
 
 
-def desk_answers(log: list[dict[str, Any]]) -> list[Answer]:
-    return [a for a in map(_desk_answer, log) if a is not None]
-
-
 class Remotes(ABC):
     cloud_url: str
     model_url: str
@@ -176,8 +172,12 @@ class Remotes(ABC):
         """Every ticket and every delivery the desk holds."""
 
     @abstractmethod
+    def desk_log(self) -> list[dict[str, Any]]:
+        """Every answer the desk gave, a lookup's too, in order (``properties.reads``)."""
+
     def desk_answers(self) -> list[Answer]:
         """Every answer the desk gave a ticket, a send or a check, in order."""
+        return [a for a in map(_desk_answer, self.desk_log()) if a is not None]
 
     def effects(self) -> list[EffectRow]:
         return self.cloud_rows() + self.desk_rows()
@@ -274,8 +274,8 @@ class InProcessRemotes(Remotes):
         tickets = [t.to_json() for t in self.support.tickets()]
         return desk_rows(tickets, [d.to_json() for d in self.support.deliveries()])
 
-    def desk_answers(self) -> list[Answer]:
-        return desk_answers([a.to_json() for a in self.support.answers()])
+    def desk_log(self) -> list[dict[str, Any]]:
+        return [a.to_json() for a in self.support.answers()]
 
     def cloud_faults(self) -> dict[str, float]:
         return {k: getattr(self.cloud.faults, k) for k in CLOUD_KNOBS}
@@ -354,8 +354,8 @@ class HttpRemotes(Remotes):
         tickets = self._get(f"{self.support_url}/v1/tickets")["tickets"]
         return desk_rows(tickets, self._get(f"{self.support_url}/v1/messages")["messages"])
 
-    def desk_answers(self) -> list[Answer]:
-        return desk_answers(self._get(f"{self.support_url}/v1/answers")["answers"])
+    def desk_log(self) -> list[dict[str, Any]]:
+        return list(self._get(f"{self.support_url}/v1/answers")["answers"])
 
     def cloud_faults(self) -> dict[str, float]:
         knobs = self._get(f"{self.cloud_url}/admin/faults")

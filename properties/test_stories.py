@@ -334,3 +334,27 @@ def test_a_clients_wait_ends_by_asking_whether_the_run_is_still_held(
     assert failure(runner, events) == ""
     monkeypatch.setattr(lease.OwnedWait, "__call__", lambda self, seconds: self._sleep(seconds))
     assert caught in failure(runner, events)
+
+
+def _heartbeat_unheard(self: worker.Worker, lease: Lease) -> None:
+    """``Worker._guard`` as its ``is not`` -> ``is`` mutant has it: the flag never read."""
+
+
+@pytest.mark.parametrize(
+    ("how", "kind", "point"),
+    [
+        ("outpaced", "support", "after_intent"),  # its first attempt: the guard alone before it
+        ("outpaced", "once", "after_intent"),  # the lookup of a two-call answer
+        ("wait_outpaced", "support", ""),  # its retry, after the backoff's wait
+    ],
+)
+def test_a_worker_whose_heartbeat_found_the_run_taken_over_reads_nothing_more(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, how: str, kind: str, point: str
+) -> None:
+    """Only the guard stands before a ``read`` tool's request (no fenced statement does):
+    the desk's lookups count in ``fenced_act`` (class 19, ``worker:_guard:...:256b5577``)."""
+    events = story(kind, how, point, 0, "lookup_order")
+    assert failure(runner, events) == ""
+    monkeypatch.setattr(worker.Worker, "_guard", _heartbeat_unheard)
+    caught = failure(runner, events)
+    assert "[fenced_act] run r0: w1 (generation 1) read A-1001 from the desk" in caught

@@ -22,13 +22,10 @@ from .violations import Violation, Violations
 
 MAX_SHRUNK = 8  # events a shrunk schedule may keep
 # Variants that became equivalent to the runtime: what they break is guarded twice now.
-EQUIVALENT = {
-    "heartbeat_ignored": (
-        "equivalent since issue 21's point 3: the worker reads its ownership in the journal "
-        "after every intent, every later attempt's start is a fenced write, and the model "
-        "call has its own check, so the heartbeat's flag guards nothing the journal does not"
-    ),
-}
+# (heartbeat_ignored was one from issue 21's point 3 until gap class 19: the journal guards
+# every effect and the model call, but only the heartbeat's flag stands before a read, and
+# fenced_act counts the desk's lookups now.)
+EQUIVALENT: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
