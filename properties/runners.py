@@ -13,9 +13,10 @@ import contextlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .disruptions import CrashableServer
+from .events import Event
 from .minimise import first_failure
 from .pilots import Pilot, Start
 from .process_pilot import ProcessPilot
@@ -23,6 +24,7 @@ from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
 from .runner import ScheduleRunner
 from .server import SuiteDatabase
 from .thread_pilot import ConnectionPool, ThreadPilot
+from .violations import Violation, Violations
 
 __all__ = ["InProcessRunner", "ProcessRunner", "first_failure", "make_runner", "suite_database"]
 
@@ -117,3 +119,13 @@ def make_runner(
         spawn: Literal["fork", "exec"] = "exec" if mode == "exec" else "fork"
         return ProcessRunner(database.url, variant=variant, spawn=spawn, server=database)
     raise ValueError(f"unknown runner mode {mode!r}; use inprocess, process (fork), exec or pool")
+
+
+def outcome_and_trace(runner: ScheduleRunner, events: list[Event]) -> tuple[Any, list[str]]:
+    """What ``runner`` makes of ``events`` (a violation as its text) and its trace: the
+    pair two runners of one schedule must agree on (differential, pool and mutation)."""
+    try:
+        outcome: Any = runner.replay(events)
+    except (Violation, Violations) as exc:
+        outcome = f"violation: {exc}"
+    return outcome, list(runner.trace)

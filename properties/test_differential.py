@@ -26,7 +26,6 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from hypothesis import given
 from hypothesis.control import current_build_context
@@ -34,20 +33,10 @@ from hypothesis.control import current_build_context
 from .events import Event, Schedule
 from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
 from .profiles import active_profile, profile_settings
-from .runner import ScheduleRunner
-from .runners import InProcessRunner, ProcessRunner
+from .runners import InProcessRunner, ProcessRunner, outcome_and_trace
 from .strategies import schedules
-from .violations import Violation, Violations
 
 EXAMPLES = {"dev": 6, "ci": 15, "nightly": 100}  # process-runner schedules per run
-
-
-def _run(runner: ScheduleRunner, events: list[Event]) -> tuple[Any, list[str]]:
-    try:
-        outcome: Any = runner.replay(events)
-    except (Violation, Violations) as exc:
-        outcome = f"violation: {exc}"
-    return outcome, list(runner.trace)
 
 
 def _first_difference(a: list[str], b: list[str]) -> str:
@@ -94,11 +83,11 @@ def test_both_runners_give_random_schedules_the_same_outcome(
     @profile_settings(profile, max_examples=EXAMPLES[profile], stateful_step_count=10)
     @given(schedules(max_events=10))
     def agree(events: list[Event]) -> None:
-        fast, fast_trace = _run(inprocess_runner, events)
+        fast, fast_trace = outcome_and_trace(inprocess_runner, events)
         if isinstance(fast, str):
             failures.save(events, fast, "inprocess")
             raise AssertionError(fast)
-        real, real_trace = _run(process_runner, events)
+        real, real_trace = outcome_and_trace(process_runner, events)
         problem = None
         if fast_trace != real_trace:
             problem = _first_difference(fast_trace, real_trace)

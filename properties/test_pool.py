@@ -50,10 +50,9 @@ from .pool_strategies import calm_schedules, pool_schedules
 from .pool_world import PoolWorld, Supervised
 from .profiles import active_profile, profile_settings
 from .remotes import HttpRemotes
-from .runner import SETTINGS, ScheduleRunner
-from .runners import InProcessRunner, ProcessRunner
+from .runner import SETTINGS
+from .runners import InProcessRunner, ProcessRunner, outcome_and_trace
 from .server import SuiteDatabase
-from .violations import Violation, Violations
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +68,6 @@ def pool_runner(
         yield runner
     finally:
         runner.close()
-
-
-def _run(runner: ScheduleRunner, events: list[Event]) -> tuple[Any, list[str]]:
-    try:
-        outcome: Any = runner.replay(events)
-    except (Violation, Violations) as exc:
-        outcome = f"violation: {exc}"
-    return outcome, list(runner.trace)
 
 
 def _save(events: list[Event], failure: str, name: str) -> None:
@@ -97,9 +88,9 @@ def test_calm_schedules_give_the_real_pool_the_inprocess_runners_outcome_and_tra
     @profile_settings(profile, max_examples=CALM[profile], stateful_step_count=10)
     @given(calm_schedules(max_events=8))
     def agree(events: list[Event]) -> None:
-        fast, fast_trace = _run(inprocess_runner, events)
+        fast, fast_trace = outcome_and_trace(inprocess_runner, events)
         assert not isinstance(fast, str), fast
-        real, real_trace = _run(pool_runner, events)
+        real, real_trace = outcome_and_trace(pool_runner, events)
         problem = None
         if fast_trace != real_trace:
             problem = f"traces differ\ninprocess: {fast_trace}\npool:      {real_trace}"
@@ -122,7 +113,7 @@ def test_pool_schedules_keep_every_invariant_with_the_real_supervisor(
     @profile_settings(profile, max_examples=STORMY[profile], stateful_step_count=10)
     @given(pool_schedules(max_events=9))
     def holds(events: list[Event]) -> None:
-        outcome, _ = _run(pool_runner, events)
+        outcome, _ = outcome_and_trace(pool_runner, events)
         if isinstance(outcome, str):
             _save(events, outcome, "pool")
             raise AssertionError(outcome)
@@ -134,8 +125,8 @@ def test_pool_schedules_keep_every_invariant_with_the_real_supervisor(
 
 
 def test_a_pool_schedule_replays_the_same_every_time(pool_runner: PoolRunner) -> None:
-    first, first_trace = _run(pool_runner, STORY)
-    again, again_trace = _run(pool_runner, STORY)
+    first, first_trace = outcome_and_trace(pool_runner, STORY)
+    again, again_trace = outcome_and_trace(pool_runner, STORY)
     assert not isinstance(first, str), first
     assert (again_trace, again) == (first_trace, first)
     text = "\n".join(first_trace)
@@ -150,7 +141,7 @@ def test_a_run_cancelled_before_its_pool_worker_adopts_it_ends_as_the_schedule_s
     """The supervisor claimed r0 and handed it to a pool worker; the operator cancels it
     before the worker adopts the lease, so the worker refuses it (exit 5, RunUnavailable):
     what the cancel explains, not a violation (the dev profile's hunt found this)."""
-    outcome, trace = _run(pool_runner, CANCELLED_BEFORE_ADOPTION)
+    outcome, trace = outcome_and_trace(pool_runner, CANCELLED_BEFORE_ADOPTION)
     assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
     assert outcome["r0"]["status"] == "cancelled"
 
@@ -161,7 +152,7 @@ def test_a_worker_the_database_crash_stopped_with_its_supervisor_gone_is_explain
     """The database crashes under a pool worker and its supervisor hangs up: the worker
     exits 4 and nobody can record why on the run. That is the crash's doing (the dev
     profile's hunt found it reported as an unexplained exit 4)."""
-    outcome, trace = _run(pool_runner, CRASH_THEN_HANGUP)
+    outcome, trace = outcome_and_trace(pool_runner, CRASH_THEN_HANGUP)
     assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
 
 
@@ -171,7 +162,7 @@ def test_an_orphan_leaves_when_its_run_is_done_while_a_hand_started_worker_lives
     """The supervisor dies; its busy worker finishes its run, finds the pipe closed and
     exits, although a worker an operator started by hand is alive beside it (were it a
     fork of the runner it would hold the pipe open, and the orphan would wait forever)."""
-    outcome, trace = _run(pool_runner, ORPHAN_BESIDE_HAND_STARTED)
+    outcome, trace = outcome_and_trace(pool_runner, ORPHAN_BESIDE_HAND_STARTED)
     assert not isinstance(outcome, str), outcome
     assert "step r0: w1 ended: done" in trace, trace
 
@@ -236,7 +227,7 @@ class _Hoarding(Supervisor):
 
 
 def _violation(runner: PoolRunner, events: list[Event]) -> str:
-    outcome, trace = _run(runner, events)
+    outcome, trace = outcome_and_trace(runner, events)
     assert isinstance(outcome, str), f"no violation; trace: {trace}"
     return outcome
 
@@ -257,7 +248,7 @@ def test_a_supervisor_that_leaves_a_dead_workers_run_to_its_lease_is_caught(
 def test_a_supervisor_that_backs_off_a_runs_first_worker_death_is_caught(
     pool_runner: PoolRunner,
 ) -> None:
-    outcome, _ = _run(pool_runner, FIRST_CRASH)  # the real supervisor: no backoff
+    outcome, _ = outcome_and_trace(pool_runner, FIRST_CRASH)  # the real supervisor: no backoff
     assert not isinstance(outcome, str), outcome
     pool_runner.world.supervisor_class = _Punishing
     try:
@@ -304,7 +295,7 @@ def test_the_supervisor_watches_for_hung_workers_at_every_sweep_event(
     of time, so it kills the frozen worker whose lease ran out at the first sweep after, on
     a quiet machine as on a busy one (else the worker lives on to find its lease lost)."""
     for _ in range(2):
-        outcome, trace = _run(pool_runner, WATCHDOG)
+        outcome, trace = outcome_and_trace(pool_runner, WATCHDOG)
         assert not isinstance(outcome, str), outcome
         assert "waiting w1 ended: crashed" in "\n".join(trace), "\n".join(trace)
 
@@ -316,7 +307,7 @@ def test_a_worker_the_database_crash_stopped_after_a_cancel_is_explained_by_the_
     operator cancels the run: the worker's next write meets its dead connection (exit 4,
     resumable) before it could learn of the cancel (exit 5). The crash explains it (the
     ci profile's hunt found this false alarm)."""
-    outcome, trace = _run(pool_runner, CRASH_THEN_CANCEL)
+    outcome, trace = outcome_and_trace(pool_runner, CRASH_THEN_CANCEL)
     assert not isinstance(outcome, str), f"{outcome}\n" + "\n".join(trace)
     assert outcome["r0"]["status"] == "cancelled"
 

@@ -21,7 +21,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hypothesis import Phase, given
 
@@ -33,10 +32,8 @@ from ..pool_runner import PoolRunner
 from ..pool_stories import CALM, FIXED, STORMY, problem
 from ..pool_strategies import calm_schedules, pool_schedules
 from ..profiles import profile_settings
-from ..runner import ScheduleRunner
-from ..runners import InProcessRunner
+from ..runners import InProcessRunner, outcome_and_trace
 from ..server import SuiteDatabase
-from ..violations import Violation, Violations
 
 NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 
@@ -53,14 +50,6 @@ class PoolVerdict:
     seconds: float
 
 
-def _run(runner: ScheduleRunner, events: list[Event]) -> tuple[Any, list[str]]:
-    try:
-        outcome: Any = runner.replay(events)
-    except (Violation, Violations) as exc:
-        outcome = f"violation: {exc}"
-    return outcome, list(runner.trace)
-
-
 def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: str) -> PoolVerdict:
     """Every pool check of ``profile`` until the first failure; never raises it."""
     began = time.monotonic()
@@ -75,10 +64,10 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         )
         @given(calm_schedules(max_events=8))
         def agree(events: list[Event]) -> None:
-            fast, fast_trace = _run(inprocess, events)
+            fast, fast_trace = outcome_and_trace(inprocess, events)
             if isinstance(fast, str):  # the in-process stages passed: not the pool's doing
                 raise PoolFinding(f"the in-process runner failed a calm schedule: {fast}")
-            real, real_trace = _run(pool, events)
+            real, real_trace = outcome_and_trace(pool, events)
             if (fast_trace, fast) != (real_trace, real):
                 failing.append(events)
                 raise PoolFinding(
@@ -101,9 +90,13 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         for name, events in FIXED.items():
             stage = f"pool: fixed schedule {name!r}"
             failing.append(events)
-            outcome, trace = _run(pool, events)
+            outcome, trace = outcome_and_trace(pool, events)
             found = problem(name, outcome, trace)
-            if found is None and name == "story" and _run(pool, events) != (outcome, trace):
+            if (
+                found is None
+                and name == "story"
+                and outcome_and_trace(pool, events) != (outcome, trace)
+            ):
                 found = "the story replayed otherwise"
             if found is not None:
                 raise PoolFinding(found)
