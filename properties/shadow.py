@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import durability
+from . import shadow_text as text
 from .durability import Write, confirm_write, run_state, run_write
 from .observe import CallRow, DecisionRow, Snapshot
 from .violations import Violation
@@ -60,8 +61,9 @@ def decision_may_vanish(shadow: Shadow, run: str, seq: int) -> bool:
     first = min(s for s, d in seen.items() if d.llm_call == llm_call)
     if shadow.flushed(("decision", run, first)):
         return False
-    if any(s >= first for s in shadow.calls.get(run, {})) or run in shadow.done:
-        return False
+    calls = shadow.calls.get(run, {})
+    if any(s >= first and not text.refused(c) for s, c in calls.items()) or run in shadow.done:
+        return False  # a refused call's row is the answer's own write, not an intent
     return shadow.generations.get(run, 0) <= seen[seq].generation
 
 
@@ -173,7 +175,9 @@ class Shadow:
         for run, calls in now.calls.items():
             for seq, c in calls.items():
                 old = self.calls[run].get(seq)
-                if old is None:
+                if old is None and text.refused(c):
+                    writes.append(durability.write("record_decision"))  # with its answer
+                elif old is None:
                     writes.append(durability.write("record_intent"))
                 elif (old.state, c.state) == ("intent", "redo"):
                     writes.append(durability.write("operator_resolve_call"))
@@ -196,12 +200,12 @@ class Shadow:
                 w = durability.write("record_intent")
                 if not durability.relaxed(w.statement):
                     gone = f"{w.what} `{w.statement}` had returned ({point})"
-                    found.append(_lost_returned(run, seq, gone))
+                    found.append(text.lost_returned(run, seq, gone))
             elif point == "after_confirm" and call.state == "intent":
                 w = durability.write("record_confirm", call.effect)
                 if not durability.relaxed(w.statement, call.effect):
                     gone = f"{w.what} `{w.statement}` ({call.effect}) had returned ({point})"
-                    found.append(_lost_returned(run, seq, gone))
+                    found.append(text.lost_returned(run, seq, gone))
         return found
 
     def _decisions(self, now: Snapshot) -> list[Violation]:
@@ -217,23 +221,34 @@ class Shadow:
                 elif new is None:
                     why = " after a database crash" if self.crashed else ""
                     found.append(
-                        Violation("lost_state", run, seq, f"decision {_d(old)} is gone{why}")
+                        Violation("lost_state", run, seq, f"decision {text.d(old)} is gone{why}")
                     )
                 elif new != old:
                     found.append(
                         Violation(
-                            "lost_state", run, seq, f"decision changed from {_d(old)} to {_d(new)}"
+                            "lost_state",
+                            run,
+                            seq,
+                            f"decision changed from {text.d(old)} to {text.d(new)}",
                         )
                     )
         return found
 
     def _calls(self, now: Snapshot) -> list[Violation]:
         found: list[Violation] = []
+        went: list[tuple[str, int]] = []
         for run, seen in self.calls.items():
             for seq, old in seen.items():
                 new = now.calls.get(run, {}).get(seq)
                 why = " after a database crash" if self.crashed else ""
-                if new is None:
+                if (
+                    new is None
+                    and self.crashed
+                    and text.refused(old)
+                    and seq not in self.decisions[run]
+                ):
+                    went.append((run, seq))  # refused in an answer the crash took back with it
+                elif new is None:
                     gone = f"{old.state} {old.key} is gone{why}"
                     found.append(Violation("lost_state", run, seq, gone))
                 elif new.key != old.key:
@@ -250,16 +265,19 @@ class Shadow:
                     if reverted and self.confirm_may_revert(run, old):
                         self.lost_confirms[run, seq] = old  # allowed: it must be re-sent
                     elif reverted:
-                        found.append(_lost_durable(run, seq, old, self.flushed_at))
+                        found.append(text.lost_durable(run, seq, old, self.flushed_at))
                     else:
                         found.append(
                             Violation(
                                 "lost_state",
                                 run,
                                 seq,
-                                f"confirmed call changed from {_c(old)} to {_c(new)}{why}",
+                                f"confirmed call changed from {text.c(old)} to {text.c(new)}{why}",
                             )
                         )
+        for run, seq in went:
+            del self.calls[run][seq]
+            self.first_seen.pop(("confirm", run, seq), None)
         for (run, seq), lost in list(self.lost_confirms.items()):
             new = now.calls.get(run, {}).get(seq)
             if new is None or new.state != "confirmed":
@@ -273,9 +291,9 @@ class Shadow:
                         "lost_state",
                         run,
                         seq,
-                        f"the confirm {_c(lost)} ({new.effect}) was lost in a database crash; "
+                        f"the confirm {text.c(lost)} ({new.effect}) was lost in a database crash; "
                         f"it must come back {RECOVERED.get(new.effect)} with the same result, "
-                        f"got {_c(new)}",
+                        f"got {text.c(new)}",
                     )
                 )
         return found
@@ -325,7 +343,7 @@ class Shadow:
                     run,
                     None,
                     f"{lost.what} (`{lost.statement}`, a durable write) was lost in a database "
-                    f"crash: the run is back to {_s(state)} from {_s(states[-1])}",
+                    f"crash: the run is back to {text.s(state)} from {text.s(states[-1])}",
                 )
             )
         return found
@@ -335,65 +353,14 @@ class Shadow:
         for run, floor in gen_before.items():
             for seq, d in now.decisions.get(run, {}).items():
                 if seq not in self.decisions[run] and d.generation < floor:
-                    found.append(_stale(run, seq, "decision", d.generation, floor))
+                    found.append(text.stale(run, seq, "decision", d.generation, floor))
             for seq, c in now.calls.get(run, {}).items():
                 old = self.calls[run].get(seq)
                 if old is None and c.generation < floor:
-                    found.append(_stale(run, seq, "intent", c.generation, floor))
+                    found.append(text.stale(run, seq, "intent", c.generation, floor))
                 confirmed_now = c.state == "confirmed" and (old is None or old.state != "confirmed")
                 if c.remote_status == "operator" and c.confirm_generation is None:
                     continue  # an operator's confirm: no worker wrote it (remote_truth checks it)
                 if confirmed_now and (c.confirm_generation or 0) < floor:
-                    found.append(_stale(run, seq, "confirm", c.confirm_generation or 0, floor))
+                    found.append(text.stale(run, seq, "confirm", c.confirm_generation or 0, floor))
         return found
-
-
-def _stale(run: str, seq: int, what: str, generation: int, floor: int) -> Violation:
-    return Violation(
-        "lost_state",
-        run,
-        seq,
-        f"stale write: a {what} by generation {generation} appeared after generation "
-        f"{floor} had taken the run over (fencing let a worker that lost its lease write)",
-    )
-
-
-def _d(d: DecisionRow) -> str:
-    return f"{d.tool}{d.args} (llm_call {d.llm_call}, generation {d.generation})"
-
-
-def _c(c: CallRow) -> str:
-    rid = (c.result or {}).get("id")
-    return f"{c.state} {c.key} result={rid} remote={c.remote_status}"
-
-
-def _s(state: durability.RunState) -> str:
-    status, owner, generation, lease, failure = state
-    until = f" until {lease:%H:%M:%S}" if lease is not None else ""
-    why = f" ({failure})" if failure else ""
-    return f"{status}, owner {owner}, generation {generation}{until}{why}"
-
-
-def _lost_durable(run: str, seq: int, old: CallRow, flushed_at: int) -> Violation:
-    w = confirm_write(old)
-    why = (
-        "it commits durably"
-        if w.commit == durability.DURABLE
-        else "a durable write seen after it had flushed it"
-    )
-    return Violation(
-        "lost_state",
-        run,
-        seq,
-        f"{w.what} {_c(old)} (`{w.statement}`, {old.effect}) was lost in a database crash, "
-        f"but {why}",
-    )
-
-
-def _lost_returned(run: str, seq: int, gone: str) -> Violation:
-    return Violation(
-        "lost_state",
-        run,
-        seq,
-        f"{gone} before a database crash, which took it: the design calls it durable",
-    )

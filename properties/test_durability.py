@@ -138,3 +138,23 @@ def test_a_database_crash_never_takes_back_what_the_table_calls_durable() -> Non
         between=_snapshot(_run("needs_attention", None), intent),
     )
     assert "a park (needs attention) (`park_run`, a durable write) was lost" in found
+
+
+def test_a_refused_call_goes_with_the_answer_that_refused_it() -> None:
+    """A call the runtime refused (an unknown tool) is written with its answer by the one
+    relaxed ``record_decision``: a database crash before any durable write may take both,
+    and its row is no intent that would have flushed them. Seen in a nightly round: an
+    unknown tool at step 0, the worker killed asking for step 1, then the crash."""
+    refused = CallRow(
+        seq=0, key="r0:0", state="failed", result={"error": "unknown_tool"},
+        remote_status="rejected", generation=1, confirm_generation=1, effect="read",
+    )  # fmt: skip
+    before = _snapshot(_run(), [refused])
+    after = _snapshot(_run(), [])
+    after.decisions["r0"].clear()
+
+    assert _after_crash(before, after) == ""
+    # a refused call is no excuse for losing an intent written after it
+    intent = _call(1, "intent", "keyed")
+    found = _after_crash(_snapshot(_run(), [refused, intent]), after)
+    assert "is gone after a database crash" in found
