@@ -45,7 +45,7 @@ import contextlib
 import shutil
 import signal
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from agent_runtime.store import clock
 from agent_runtime.store.journal import Journal
@@ -58,17 +58,17 @@ from .disruptions import CrashableServer
 from .driving import WorkerRec
 from .events import Event
 from .pilots import CRASHED, Exit, Pilot, Start
+from .pool_checks import PoolChecks
 from .pool_pilot import PoolPilot
 from .pool_world import SIGTERMED, PoolWorld, Supervised
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, scratch_dir
 from .runner import SETTINGS, ScheduleRunner
-from .violations import Violation
 
 MAX_PASSES: Final = 8  # passes one event may cause (each hand-out may end a run at once)
 
 
-class PoolRunner(ScheduleRunner):
+class PoolRunner(ScheduleRunner, PoolChecks):
     """The real supervisor and pool; the mocks under uvicorn, as in the process runner."""
 
     mode = "pool"
@@ -322,99 +322,3 @@ class PoolRunner(ScheduleRunner):
         self.world.problems.clear()
         self._check_one_run()
         super().check()
-
-    def _check_live_claim(self, lease: Lease, prior: dict[str, object] | None) -> None:
-        if prior is None or prior["owner"] is None:
-            return
-        expires, now = prior["lease_expires_at"], prior["now"]
-        if expires is not None and expires > now:  # type: ignore[operator]
-            self.problems.append(
-                Violation(
-                    "live_claim",
-                    lease.run_id,
-                    None,
-                    f"the supervisor claimed the run from {prior['owner']} (generation "
-                    f"{prior['generation']}) whose lease was live until {expires} (now {now}): "
-                    "a sweep may only claim expired leases",
-                )
-            )
-
-    def _check_freed(self) -> None:
-        """The run of a worker that died holding it is free, or claimed again."""
-        died, self.world.died = self.world.died, []
-        for tenure in died:
-            row = sqlfile.one(self.conn, "lease_of", {"run": tenure.lease.run_id})
-            if row is None or row["status"] != "running":
-                continue
-            if row["owner"] is None:
-                self._check_no_backoff(tenure, row)
-                continue
-            if row["generation"] == tenure.lease.generation:
-                self.problems.append(
-                    Violation(
-                        "pool_freed",
-                        tenure.lease.run_id,
-                        None,
-                        f"pool worker {tenure.pid} died holding generation "
-                        f"{tenure.lease.generation} and its supervisor left the lease with "
-                        f"{row['owner']} until {row['lease_expires_at']}: a dead worker's run "
-                        "is freed at once",
-                    )
-                )
-
-    def _check_no_backoff(self, tenure: PoolPilot, row: dict[str, Any]) -> None:
-        """A first death since the run's last progress frees it for a claim at once (deaths
-        in a row back off: ``takeback.free_after_exit``)."""
-        first = row["attempts"] <= 1 and row["generation"] == tenure.lease.generation
-        expires = row["lease_expires_at"]
-        if first and expires is not None and expires > row["now"]:
-            self.problems.append(
-                Violation(
-                    "pool_freed",
-                    tenure.lease.run_id,
-                    None,
-                    f"pool worker {tenure.pid} died holding generation "
-                    f"{tenure.lease.generation}, its run's first death since progress, and "
-                    f"its supervisor held the run back until {expires} (now {row['now']}): "
-                    "only deaths in a row back off",
-                )
-            )
-
-    def _check_idle_wait(self, s: Supervised) -> None:
-        """No run is left claimable by a pass that had room for a worker."""
-        supervisor = s.supervisor
-        room = self.world.settings.max_workers - len(supervisor.busy)
-        if supervisor.stopping or room <= 0:
-            return
-        idle = sum(1 for w in supervisor.workers.values() if w.idle)
-        for row in sqlfile.rows(self.conn, "pool_claimable"):
-            self.problems.append(
-                Violation(
-                    "pool_idle_wait",
-                    row["id"],
-                    None,
-                    f"claimable (lease until {row['lease_expires_at']}, now {row['now']}) after "
-                    f"a pass of the {s.name} supervisor with room for {room} more workers "
-                    f"({idle} idle): a claimable run must not wait for a free worker",
-                )
-            )
-
-    def _check_one_run(self) -> None:
-        """No pool worker holds two live leases."""
-        pids = {str(pid) for s in self.world.supervisors.values() for pid in s.supervisor.workers}
-        pids |= {str(pid) for pid in self.world.orphans}
-        held: dict[str, list[str]] = {}
-        for row in sqlfile.rows(self.conn, "pool_live_owners"):
-            parts = str(row["owner"]).split(":")
-            if len(parts) >= 3 and parts[1] in pids:
-                held.setdefault(parts[1], []).append(row["id"])
-        for pid, runs in held.items():
-            if len(runs) > 1:
-                self.problems.append(
-                    Violation(
-                        "pool_one_run",
-                        runs[0],
-                        None,
-                        f"pool worker {pid} holds live leases on {', '.join(runs)} at once",
-                    )
-                )

@@ -66,7 +66,8 @@ from agent_runtime.crash import CRASH_POINTS
 from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
-from .runner import SETTINGS, ScheduleRunner
+from .runner import ScheduleRunner
+from .scope_stories import OUTAGE, before_db_crash, raced
 from .waits import WAIT_POINT
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
@@ -109,7 +110,6 @@ DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_d
 # at the previous after_confirm, at after_decide_before_journal as at before_decide, at
 # before_intent as at after_decide, at after_call as at after_intent. One of each suffices.
 WRITTEN_AT: Final = ("after_decide", "after_intent", "after_confirm")
-OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole call
 ONCE_TOOL: Final = {"once": "send_email"}  # the kind whose call parks the run, and its tool
 
 
@@ -172,7 +172,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="restart", run=0),
         )
     if how in DURABLE_STORIES:
-        return (start, *_before_db_crash(how, seq, fault), Event(op="db_crash"))
+        return (start, *before_db_crash(how, seq, fault), Event(op="db_crash"))
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then
         spoiled: tuple[Event, ...] = ()
         if how == "race_send":  # its first request fails; it waits to send again, then races
@@ -184,7 +184,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             start,
             Event(op="pause", run=0, point=RACE_STORIES[how], seq=seq),
             *spoiled,
-            *_raced(how),
+            *raced(how),
             Event(op="heartbeat", run=0),
             Event(op="resume", run=0),
         )
@@ -278,54 +278,6 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="step", run=0),
         )
     raise ValueError(f"unknown story {how!r}; one of {', '.join(STORIES)}")
-
-
-def _raced(how: str) -> tuple[Event, ...]:
-    """A race story's race: inside a write (race), or between two claims (race_claim: the
-    second a takeover, or the sweep's once the lease ran out)."""
-    if how == "race_claim":
-        return (Event(op="race_claim", run=0),)
-    if how == "race_sweep":
-        return (Event(op="race_claim", run=0, seconds=SETTINGS.lease + 1),)
-    return (Event(op="race", run=0),)
-
-
-def _before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
-    """What a durable story does before its database crash (its write the last one)."""
-    if how == "released_db_crash":  # an outage: the worker stops and releases the run
-        return (
-            Event(op="pause", run=0, point="before_intent", seq=seq),
-            Event(op="cloud_fault", fault=fault, n=OUTAGE),
-            Event(op="step", run=0),
-        )
-    if how == "adopted_db_crash":  # the sweep's claim, adopted by the worker it starts,
-        return (  # while a second run holds the same generation (its claim is not renamed)
-            Event(op="start", run=1),
-            Event(op="restart", run=1),
-            Event(op="crash", run=0, point="after_decide", seq=seq),
-            Event(op="sweep"),
-        )
-    if how == "renewed_db_crash":  # the heartbeat renews the lease
-        return (
-            Event(op="pause", run=0, point="before_intent", seq=seq),
-            Event(op="tick", seconds=3.0),
-        )
-    if how == "parked_db_crash":  # a restart finds the once call in doubt and parks the run
-        return (
-            Event(op="crash", run=0, point="after_intent", seq=seq),
-            Event(op="restart", run=0),
-        )
-    # redone_db_crash: parked, an operator orders a redo once the crashed send can no longer
-    # land (a redo is refused before), the next worker makes it its intent and sends it: the
-    # crash must leave an intent in doubt, not a redo to send again
-    return (
-        Event(op="crash", run=0, point="after_intent", seq=seq),
-        Event(op="restart", run=0),
-        Event(op="tick", seconds=SETTINGS.in_flight + 1),
-        Event(op="resolve", run=0, choice="redo"),
-        Event(op="sweep", seconds=0.0),
-        Event(op="pause", run=0, point="after_call", seq=seq),
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
