@@ -10,8 +10,9 @@ parallel        ``provisioning-parallel``          the same three; the database 
                 (``mock-provisioner-parallel``)    record come in one answer: two calls
 support         ``support`` (``mock-support``)     ``lookup_order`` ``read``, ``file_ticket``
                                                    ``keyed``, ``send_email`` ``checked``
-once            ``support-once``                   the same, but ``send_email`` is ``once``,
-                (``mock-support-parallel``)        and the lookup and the ticket come in the
+once            ``support-once``                   the same, but ``send_email`` is ``once``
+                (``mock-support-parallel``)        and returns nothing (a null result), and
+                                                   the lookup and the ticket come in the
                                                    first answer: two calls at step 0
 ==============  =================================  ===========================================
 
@@ -91,11 +92,13 @@ def desk_tools(wiring: Wiring, *, url: str, email: Literal["checked", "once"]) -
         ticket = _answer(http.post("/v1/tickets", json=body, headers=call.headers()))
         return Result(ticket, status=str(ticket.get("status", "created")))
 
-    def send(call: Call, to: Text, subject: Text, body: Text) -> Result:
+    def send(call: Call, to: Text, subject: Text, body: Text) -> Result | None:
         waits.attempted(call, "send_email")
         message = {"message_id": call.key, "to": to, "subject": subject, "body": body}
         delivered = _answer(http.post("/v1/messages", json=message, headers=fence(call)))
-        return Result(delivered, status="created")
+        # The `once` email says nothing back once sent, as many real tools do: its call is
+        # confirmed with a null result, which a conversation must still answer (`null`).
+        return Result(delivered, status="created") if email == "checked" else None
 
     send_email = tool(
         send,

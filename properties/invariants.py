@@ -189,6 +189,8 @@ def _confirms_true(now: Snapshot) -> list[Violation]:
             if decision.tool not in KIND_OF:
                 continue
             record = held.get(call.key)
+            if call.effect == "once" and call.result is None and record is not None:
+                continue  # the once email says nothing back: it acted, there is no id
             if record is None or record.id != rid:
                 has = "nothing" if record is None else record.id
                 found.append(
