@@ -16,12 +16,13 @@ from hypothesis.stateful import precondition, rule
 
 from agent_runtime.crash import CRASH_POINTS
 
-from .events import CLOUD_FAULTS, MODEL_FAULTS, RUNS, TUNABLE, Event
+from .events import CLOUD_FAULTS, GATES, MODEL_FAULTS, RUNS, TUNABLE, Event
 from .runner import SETTINGS, ScheduleRunner
 
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))  # a step, or whichever comes next
-POINT: Final = st.sampled_from(CRASH_POINTS)
+POINT: Final = st.sampled_from(CRASH_POINTS)  # where the database may crash
+GATE: Final = st.sampled_from(GATES)  # where a worker may: a step's gates and a retry's wait
 # Hypothesis draws (and shrinks towards) early entries more often: interleave the kinds.
 FAULTS: Final = (
     "fail_before", "drop_connection", "malformed", "drop_after", "unknown_tool", "latency",
@@ -70,7 +71,7 @@ class DisruptionRules:
         self._do(Event(op="configure", setting=setting, n=n))
 
     @precondition(lambda self: self._can("active"))
-    @rule(pick=PICK, point=POINT, seq=SEQ)
+    @rule(pick=PICK, point=GATE, seq=SEQ)
     def crash_and_restart(self, pick: int, point: str, seq: int | None) -> None:
         """The commonest story: the worker dies at the next ``point`` (of step ``seq``, if
         given), a new one takes over."""
@@ -80,7 +81,7 @@ class DisruptionRules:
     @precondition(lambda self: self._can("active"))
     @rule(
         pick=PICK,
-        point=POINT,
+        point=GATE,
         seq=SEQ,
         how=st.sampled_from(TAKEOVERS),
         outage=st.sampled_from(OUTAGES),

@@ -38,11 +38,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from agent_runtime.crash import CRASH_POINTS
-
 from .agents import DEFAULT_KIND, KINDS
 from .disruption_rules import DisruptionRules
-from .events import RUNS, Event, Schedule, program, run_id
+from .events import GATES, RUNS, Event, Schedule, program, run_id
 from .operator_rules import OperatorRules
 from .progress import Progress
 from .runner import ScheduleRunner
@@ -51,7 +49,8 @@ FAILURES: Final = Path(__file__).resolve().parent / "failures"
 SHRINK_BUDGET: Final = 10.0  # seconds Hypothesis may shrink; single deletions follow
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))  # a step, or whichever comes next
-POINT: Final = st.sampled_from(CRASH_POINTS)
+# where a worker may crash, pause or stall: every gate of a step, and a retry's backoff wait
+POINT: Final = st.sampled_from(GATES)
 # Clock moves around the two thresholds that matter: the tool timeout (1 s) and the
 # lease (12 s). A worker frozen through them is a stall shorter or longer than each.
 TICKS: Final = st.sampled_from((2.0, 11.0, 13.0, 0.5))

@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING, ClassVar, Final
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from agent_runtime.crash import CRASH_POINTS
-
-from .events import RESOLVE_CHOICES, RUNS, Event
+from .events import GATES, RESOLVE_CHOICES, RUNS, Event
 from .runner import SETTINGS, ScheduleRunner
 
 PICK: Final = st.integers(0, RUNS - 1)
 SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))
-POINT: Final = st.sampled_from(CRASH_POINTS)
+POINT: Final = st.sampled_from(GATES)  # a step's gates and a retry's backoff wait
 LAPSE: Final = SETTINGS.lease + 1  # seconds after which a dead worker's lease has expired
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agent_runtime.crash import CRASH_POINTS
 
 from .agents import DEFAULT_KIND, KINDS
-from .events import MODEL_FAULTS, RUNS, TUNABLE, Event
+from .events import GATES, MODEL_FAULTS, RUNS, TUNABLE, Event
 from .events import RESOLVE_CHOICES as CHOICES
 
 _RUN = st.integers(0, RUNS - 1)
@@ -29,7 +29,7 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
     crash = st.builds(
         lambda run, point, seq, kill: Event(op="crash", run=run, point=point, seq=seq, kill=kill),
         _RUN,
-        st.sampled_from(CRASH_POINTS),
+        st.sampled_from(GATES),
         _SEQ,
         st.booleans(),
     )
@@ -45,7 +45,7 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
             lambda op, run, point, seq: Event(op=op, run=run, point=point, seq=seq),
             st.sampled_from(("stall", "pause")),
             _RUN,
-            st.sampled_from(CRASH_POINTS),
+            st.sampled_from(GATES),
             _SEQ,
         ),
         st.builds(lambda s: Event(op="sweep", seconds=s), st.sampled_from((None, 11.0, 2.0))),
