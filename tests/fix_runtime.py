@@ -18,6 +18,8 @@ from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import Lease
 
 AGENT_TIMEOUT = 60  # seconds one agent process may take before the test fails
+# The provisioning plan's first arguments, for a decision a test records through the journal.
+SERVER = {"name": "srv-1", "size": "small", "region": "local-1"}
 
 
 def reset_journal(conn: db.Connection) -> None:
