@@ -23,7 +23,7 @@ from agent_runtime.store.records import Lease
 from agent_runtime.supervisor.main import Supervisor
 
 from .agents import support_once
-from .test_operator import SVG, Out, cli
+from .operator_cli import SVG, Out, cli
 
 LEASE = 12.0  # seconds
 EMAIL = {"to": "ada@example.test", "subject": "Ticket T-0000001", "body": "Hello Ada"}

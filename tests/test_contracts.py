@@ -34,7 +34,7 @@ from agent_runtime.errors import EXIT_CRASHED, EXIT_NEEDS_ATTENTION, EXIT_USAGE
 from agent_runtime.store import clock
 
 from .fix_runtime import Agent, AgentResult
-from .test_operator import cli
+from .operator_cli import cli
 
 LOOKUP, TICKET, EMAIL, FINAL = 0, 1, 2, 3  # the support plan's steps
 CRASH_FREE_MODEL_CALLS = 4  # three tools, then the final text
