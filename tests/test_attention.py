@@ -2,7 +2,7 @@
 
 A run is parked (``needs_attention``) when a restart found a ``once`` call in doubt. Here
 parked runs are made through the journal (what a restart writes; the real processes that
-park them are tests/test_contracts.py), and every operator command runs as a real process
+park them are tests/test_contracts_once.py), and every operator command runs as a real process
 against real PostgreSQL. Time moves through ``cr_now()``'s skew, never by sleeping.
 """
 
