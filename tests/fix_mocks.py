@@ -4,13 +4,17 @@
 - `cloud_http` / `model_http` / `support_http`: `httpx.Client`s over socket-free
   transports to them;
 - `mock_servers`: the three mocks as real uvicorn subprocesses, once per session
-  (call `mock_servers.reset()` first: other tests share them).
+  (call `mock_servers.reset()` first: other tests share them);
+- `llm` / `any_llm`: the official `openai` client over `model`'s transport, or over each
+  way to a model (in process, under uvicorn) with a plain client beside it for the
+  counters (tests/chat_client.py; `openai` is imported only by the tests that ask).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -25,6 +29,9 @@ from mock_remotes import (
     start_mocks,
     support_transport,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 
 @pytest.fixture
@@ -76,3 +83,28 @@ def mock_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockServe
         yield servers
     finally:
         servers.stop()
+
+
+@pytest.fixture
+def llm(model: Model) -> Iterator[openai.OpenAI]:
+    """The official client over the in-process transport of a fresh model."""
+    from .chat_client import client_for
+
+    with httpx.Client(transport=model_transport(model)) as http_client:
+        yield client_for(http_client, "http://model/v1")
+
+
+@pytest.fixture(params=["in-process", "uvicorn"])
+def any_llm(request: pytest.FixtureRequest) -> Iterator[tuple[openai.OpenAI, httpx.Client]]:
+    """The official client, and a plain one for the counters, over each way to the model."""
+    from .chat_client import client_for
+
+    if request.param == "in-process":
+        model = Model()
+        with httpx.Client(transport=model_transport(model), base_url="http://model") as plain:
+            yield client_for(plain, "http://model/v1"), plain
+        return
+    servers: MockServers = request.getfixturevalue("mock_servers")
+    servers.reset()
+    with httpx.Client(base_url=servers.model_url) as plain:
+        yield client_for(plain, f"{servers.model_url}/v1"), plain

@@ -1,4 +1,5 @@
-"""Fixtures for runtime tests: a clean journal per test and a real agent process."""
+"""Fixtures for runtime tests: a clean journal per test, a real agent process, and the
+support agents as real processes (``desk``: tests/desk.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from agent_runtime.store import clock, db
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import Lease
 
+from .desk import Desk
+
 AGENT_TIMEOUT = 60  # seconds one agent process may take before the test fails
+# The provisioning plan's first arguments, for a decision a test records through the journal.
+SERVER = {"name": "srv-1", "size": "small", "region": "local-1"}
 
 
 def reset_journal(conn: db.Connection) -> None:
@@ -125,6 +130,12 @@ class Agent:
 def agent(database_url: str, mock_servers: Any, conn: db.Connection) -> Agent:
     mock_servers.reset()
     return Agent(database_url, mock_servers.cloud_url, mock_servers.model_url)
+
+
+@pytest.fixture
+def desk(agent: Agent, mock_servers: Any, database_url: str) -> Desk:
+    """The support agents (``tests.agents``) as real processes against the uvicorn mocks."""
+    return Desk(agent, mock_servers, database_url)
 
 
 def cloud_key(mock_servers: Any, key: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 A run is parked (``needs_attention``) when a restart found a ``once`` call in doubt. Here
 parked runs are made through the journal (what a restart writes; the real processes that
-park them are tests/test_contracts.py), and every operator command runs as a real process
+park them are tests/test_contracts_once.py), and every operator command runs as a real process
 against real PostgreSQL. Time moves through ``cr_now()``'s skew, never by sleeping.
 """
 
@@ -23,7 +23,7 @@ from agent_runtime.store.records import Lease
 from agent_runtime.supervisor.main import Supervisor
 
 from .agents import support_once
-from .test_operator import SVG, Out, cli
+from .operator_cli import SVG, Out, cli
 
 LEASE = 12.0  # seconds
 EMAIL = {"to": "ada@example.test", "subject": "Ticket T-0000001", "body": "Hello Ada"}

@@ -34,7 +34,7 @@ from mock_remotes import Cloud, Model, Support, cloud_transport, model_transport
 
 from .fix_runtime import Agent, journal_rows
 from .fix_supervisor import wait_for
-from .test_operator import cli
+from .operator_cli import cli
 
 HOOKS = str(Path(__file__).with_name("hooks"))
 TASK = "Order A-1001 arrived broken: the mug's handle came off in the box."

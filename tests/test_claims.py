@@ -27,7 +27,8 @@ from agent_runtime.store import clock, db, migrate
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import Lease
 
-from .test_operator import ELSEWHERE, SERVER, cli
+from .fix_runtime import SERVER
+from .operator_cli import ELSEWHERE, cli
 
 LEASE = 12.0  # seconds
 

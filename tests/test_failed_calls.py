@@ -17,8 +17,8 @@ from agent_runtime.errors import EXIT_NOT_OWNER
 from agent_runtime.store import clock, db
 from agent_runtime.store.journal import Journal
 
+from .operator_cli import cli
 from .test_attention import _call, _parked, _resolutions, _row
-from .test_operator import cli
 
 LEASE = 12.0  # seconds
 REJECTED = "RemoteRejected: the cloud rejected key=f1:0 with HTTP 409 conflict: name taken"

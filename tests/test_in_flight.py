@@ -28,14 +28,8 @@ import pytest
 from agent_runtime.errors import EXIT_RETRY_LATER
 from agent_runtime.store import clock
 
-from .fix_runtime import Agent
+from .desk import EMAIL, Desk, finished, remote_status
 from .fix_supervisor import wait_for
-from .test_contracts import EMAIL, Desk, _finished, _remote
-
-
-@pytest.fixture
-def desk(agent: Agent, mock_servers: Any, database_url: str) -> Desk:
-    return Desk(agent, mock_servers, database_url)
 
 
 def _quiet(latency: float) -> None:
@@ -65,11 +59,11 @@ def test_a_send_that_timed_out_is_not_checked_until_it_can_no_longer_land(
     result = desk.run(run_id, TOOL_TIMEOUT="0.5", IN_FLIGHT_MARGIN="1.5")
     _quiet(1.5)
 
-    _finished(result)
+    finished(result)
     assert [d["message_id"] for d in desk.deliveries(run_id)] == [key]
     assert desk.answers("send_email", key) == ["delivered"]
     assert desk.answers("check_message", key) == ["present"]  # one check, after the bound
-    assert _remote(result, EMAIL) == "found"
+    assert remote_status(result, EMAIL) == "found"
     assert any(f"key={key}" in line for line in result.lines("awaiting-landing")), result.out
     call = desk.calls(conn, run_id)[EMAIL]
     assert (call["state"], call["remote_status"]) == ("confirmed", "found")
@@ -102,10 +96,10 @@ def test_a_worker_killed_while_its_send_is_in_flight_is_restarted_and_sends_noth
     second = desk.run(run_id, "support", TOOL_TIMEOUT="3", IN_FLIGHT_MARGIN="0.5")
     _quiet(2.0)
 
-    _finished(second)
+    finished(second)
     assert [d["message_id"] for d in desk.deliveries(run_id)] == [key]
     assert desk.answers("check_message", key) == ["present"]
-    assert _remote(second, EMAIL) == "found"
+    assert remote_status(second, EMAIL) == "found"
 
 
 def test_with_the_clock_frozen_a_call_in_flight_is_released_until_its_bound_then_checked(
@@ -131,10 +125,10 @@ def test_with_the_clock_frozen_a_call_in_flight_is_released_until_its_bound_then
         clock.advance(conn, 15.0)
         third = desk.run(run_id)
 
-        _finished(third)
+        finished(third)
         assert desk.answers("check_message", key) == ["absent"]
         assert desk.answers("send_email", key) == ["delivered"]
-        assert _remote(third, EMAIL) == "created"
+        assert remote_status(third, EMAIL) == "created"
         after = _lands_by(conn, run_id, EMAIL)
         assert after["sends"] == 2  # the send after the check was journaled before it left
         assert after["lands_by"] > held["lands_by"]

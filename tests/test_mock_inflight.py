@@ -10,7 +10,7 @@ import httpx
 
 from mock_remotes import Cloud, Support
 
-from .test_mock_cloud import create
+from .mock_requests import create
 
 MAIL = {"message_id": "r:2", "to": "ada@example.test", "subject": "s", "body": "b"}
 

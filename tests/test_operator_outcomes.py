@@ -10,7 +10,7 @@ from agent_runtime.store.journal import Journal
 from agent_runtime.store.records import Lease
 
 from .fix_runtime import Agent
-from .test_operator import cli
+from .operator_cli import cli
 
 TASK = "Provision a server for the demo"
 

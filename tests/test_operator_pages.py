@@ -15,7 +15,7 @@ from agent_runtime.store import clock, db
 from agent_runtime.store.journal import Journal
 
 from .fix_runtime import run_with_intent
-from .test_operator import cli
+from .operator_cli import cli
 
 
 def _pages(conn: db.Connection, limit: int, **filters: object) -> list[list[str]]:

@@ -18,7 +18,7 @@ from agent_runtime.store.journal import Journal
 from agent_runtime.store.prune import FINAL, PruneTimer, prune
 from agent_runtime.store.records import Lease
 
-from .test_operator import cli
+from .operator_cli import cli
 
 DAY = 86400.0  # seconds
 STEP_TABLES = ("runs", "model_answers", "decisions", "tool_calls", "run_claims")

@@ -17,8 +17,8 @@ from agent_runtime.errors import EXIT_NOT_OWNER, EXIT_USAGE
 from agent_runtime.store import clock
 from agent_runtime.store.journal import Journal
 
-from .fix_runtime import Agent, cloud_key, journal_rows
-from .test_operator import ELSEWHERE, SERVER, SVG, cli
+from .fix_runtime import SERVER, Agent, cloud_key, journal_rows
+from .operator_cli import ELSEWHERE, SVG, cli
 
 FAST = ("--poll", "0.1", "--lease", "12", "--heartbeat", "3")
 

@@ -24,7 +24,7 @@ from mock_remotes import Cloud, Model, cloud_transport, model_transport
 
 from .fix_runtime import Agent, cloud_key, journal_rows
 from .fix_supervisor import SupervisorProcess
-from .test_operator import cli
+from .operator_cli import cli
 
 UNICODE = "rün-日本-🚀"
 BAD = {

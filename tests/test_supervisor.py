@@ -214,7 +214,7 @@ def test_a_run_that_keeps_failing_is_marked_failed_with_the_reason(
 ) -> None:
     mock_servers.set_model_faults(malformed=1000)
     Journal(conn).create_run("garbage")
-    # No backoff and no time limit: the attempts alone decide (tests/test_backoff.py has
+    # No backoff and no time limit: the attempts alone decide (tests/test_backoff_runs.py has
     # the rule with both).
     no_wait = ("--run-backoff", "0", "--run-backoff-cap", "0", "--give-up-after", "0")
     sup = supervisors(*FAST, "--max-attempts", "3", *no_wait, "--once")

@@ -20,18 +20,13 @@ import pytest
 from agent_runtime.config import Settings
 from agent_runtime.store.journal import Journal
 
+from .desk import EMAIL, Desk, parked
 from .fix_runtime import Agent
 from .fix_supervisor import wait_for
 from .fix_ui import Served, screenshot
-from .test_contracts import EMAIL, Desk, _parked
 
 TOKEN = "browser-test-token-0123456789"
 CANCEL_LATENCY = 2.0  # seconds each cloud call takes while the page cancels the run
-
-
-@pytest.fixture
-def desk(agent: Agent, mock_servers: Any, database_url: str) -> Desk:
-    return Desk(agent, mock_servers, database_url)
 
 
 def _open_run(tab: Any, base: str, run_id: str) -> None:
@@ -72,7 +67,7 @@ def test_a_parked_once_run_is_resolved_from_the_page_and_then_finishes(
     desk: Desk, conn: Any, dashboard: Served, tab: Any
 ) -> None:
     run_id = "once-web"
-    _parked(desk, conn, run_id, "after_call")
+    parked(desk, conn, run_id, "after_call")
     (delivery,) = desk.deliveries(run_id)  # the operator looked: the email went out
 
     tab.goto(dashboard.url)

@@ -25,7 +25,7 @@ from agent_runtime.ui.app import build_app
 from agent_runtime.ui.guard import Guard
 
 from .fix_runtime import run_with_intent
-from .test_operator import cli
+from .operator_cli import cli
 
 TOKEN = "a-long-enough-token-for-tests"
 HOST = "http://127.0.0.1:8765"

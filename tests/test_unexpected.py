@@ -18,7 +18,7 @@ from agent_runtime.store import clock
 from agent_runtime.store.journal import Journal
 
 from .fix_runtime import Agent
-from .test_operator import cli
+from .operator_cli import cli
 
 HOOKS = str(Path(__file__).with_name("hooks"))
 FAST = ("--poll", "0.1", "--lease", "12", "--heartbeat", "3")

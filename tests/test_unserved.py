@@ -26,7 +26,7 @@ from agent_runtime.store.journal import Journal
 from agent_runtime.supervisor.main import Supervisor
 
 from .agents import support
-from .test_operator import cli
+from .operator_cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
 POLL = 3.0  # seconds: the default

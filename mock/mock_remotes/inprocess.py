@@ -14,7 +14,7 @@ Time, in-process:
   server would after the client gave up) and the client gets `httpx.ReadTimeout`.
 
 Transport-level faults (the network, not the remote) come from wrapping any
-transport in `FaultTransport`, or from respx (see tests/test_mock_cloud.py).
+transport in `FaultTransport`, or from respx (see tests/test_mock_cloud_faults.py).
 """
 
 from __future__ import annotations

@@ -1,43 +1,24 @@
-"""The mock cloud: idempotency, fencing, durability, knobs, and both ways to reach it."""
+"""The mock cloud's contract: idempotency keys, refusals, fencing, durability, and reads.
+
+One resource per key however often (and however concurrently) it is sent, a key reused
+for other arguments a conflict, a stale fencing generation refused before the key is
+looked up, all of it kept across a restart on the same file, and every answer logged.
+Its fault knobs are in test_mock_cloud_faults.py, its app and servers in
+test_mock_cloud_serving.py.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import respx
 
-import mock_remotes
-from mock_remotes import Cloud, FaultTransport, MockServers, cloud_transport, start_mocks
-from mock_remotes.cloud import create_app
+from mock_remotes import Cloud, cloud_transport
 from mock_remotes.errors import InjectedFailure, StaleGeneration
-from mock_remotes.serve import MockStartError
 
-SERVER = {"name": "web", "size": "small", "region": "local-1"}
-DATABASE = {"name": "main", "engine": "postgres", "server_id": "i-0000001"}
-DNS = {"name": "app.example.test", "type": "A", "value": "10.0.0.1"}
-
-
-def create(
-    client: httpx.Client,
-    key: str | None = "run:0",
-    args: object = SERVER,
-    *,
-    path: str = "/v1/servers",
-    generation: int | None = None,
-    timeout: float = 5.0,
-) -> httpx.Response:
-    headers = {} if key is None else {"Idempotency-Key": key}
-    if generation is not None:
-        headers["X-Fencing-Generation"] = str(generation)
-    return client.post(path, json=args, headers=headers, timeout=timeout)
-
+from .mock_requests import DATABASE, DNS, SERVER, create
 
 # -- idempotency ---------------------------------------------------------------------------
 
@@ -264,116 +245,7 @@ def test_a_new_cloud_on_the_same_file_remembers_keys_counters_and_generations(
         assert after.requests("run:0") == 2
 
 
-# -- knobs ---------------------------------------------------------------------------------------
-
-
-def test_fail_before_answers_500_without_acting_then_succeeds(
-    cloud_http: httpx.Client, cloud: Cloud
-) -> None:
-    cloud_http.post("/admin/faults", json={"fail_before": 2})
-
-    failures = [create(cloud_http) for _ in range(2)]
-    success = create(cloud_http)
-
-    assert [r.status_code for r in failures] == [500, 500]
-    assert failures[0].json()["error"] == "injected_failure"
-    assert success.status_code == 201
-    assert success.json()["id"] == "i-0000001"
-    assert cloud.requests("run:0") == 3
-
-
-def test_drop_after_acts_then_times_out_and_the_resend_is_already_done(
-    cloud_http: httpx.Client, cloud: Cloud
-) -> None:
-    cloud_http.post("/admin/faults", json={"drop_after": 1})
-
-    with pytest.raises(httpx.ReadTimeout):
-        create(cloud_http)
-    assert cloud.counts()["servers"] == 1
-
-    resend = create(cloud_http)
-    assert resend.status_code == 200
-    assert resend.json()["status"] == "already_done"
-    assert resend.json()["id"] == "i-0000001"
-    assert cloud.counts()["servers"] == 1
-
-
-def test_drop_after_spares_refused_requests(cloud_http: httpx.Client) -> None:
-    cloud_http.post("/admin/faults", json={"drop_after": 1})
-
-    assert create(cloud_http, args={}).status_code == 422
-    with pytest.raises(httpx.ReadTimeout):
-        create(cloud_http)
-
-
-def test_latency_beyond_the_read_timeout_acts_then_times_out_without_sleeping(
-    cloud_http: httpx.Client, cloud: Cloud
-) -> None:
-    cloud.set_faults(latency=60.0)
-    started = time.monotonic()
-
-    with pytest.raises(httpx.ReadTimeout):
-        create(cloud_http, timeout=1.0)
-
-    assert time.monotonic() - started < 1.0
-    assert cloud.counts()["servers"] == 1
-
-
-def test_latency_within_the_read_timeout_delays_the_answer(
-    cloud_http: httpx.Client, cloud: Cloud
-) -> None:
-    cloud.set_faults(latency=0.02)
-    started = time.monotonic()
-
-    assert create(cloud_http).status_code == 201
-    assert time.monotonic() - started >= 0.02
-
-
-def test_a_later_faults_call_replaces_only_the_fields_it_names(
-    cloud_http: httpx.Client,
-) -> None:
-    cloud_http.post("/admin/faults", json={"fail_before": 2, "latency": 0.5})
-    shown = cloud_http.post("/admin/faults", json={"drop_after": 1}).json()
-
-    assert shown == {
-        "fail_before": 2,
-        "drop_after": 1,
-        "latency": 0.5,
-        "hang": 30.0,
-        "hold_next": 0,
-    }
-    assert cloud_http.get("/admin/faults").json() == shown
-
-
-@pytest.mark.parametrize("knobs", [{"explode": 1}, {"fail_before": -1}, {"latency": "slow"}])
-def test_bad_fault_knobs_are_refused_with_422(
-    cloud_http: httpx.Client, knobs: dict[str, Any]
-) -> None:
-    assert cloud_http.post("/admin/faults", json=knobs).status_code == 422
-
-
-def test_reset_forgets_everything(cloud_http: httpx.Client, cloud: Cloud) -> None:
-    create(cloud_http, "run:0", generation=7)
-    cloud_http.post("/admin/faults", json={"fail_before": 3})
-
-    assert cloud_http.post("/admin/reset").status_code == 200
-
-    assert cloud.resources()["total"] == 0
-    assert cloud.requests("run:0") == 0
-    assert cloud.generation("run") is None
-    assert cloud.faults.fail_before == 0
-    assert create(cloud_http, "run:0", generation=1).json()["id"] == "i-0000001"
-
-
-def test_reset_restores_the_latency_the_cloud_was_started_with(tmp_path: Path) -> None:
-    with Cloud(tmp_path / "c.sqlite3", latency=0.25) as cloud:
-        cloud.set_faults(latency=0.0)
-        cloud.reset()
-
-        assert cloud.faults.latency == 0.25
-
-
-# -- reads ---------------------------------------------------------------------------------------
+# -- reads, and the answer log -------------------------------------------------------------------
 
 
 def test_resources_can_be_filtered_by_run(cloud_http: httpx.Client) -> None:
@@ -418,144 +290,6 @@ def test_unknown_key_is_404_but_still_shows_refused_requests(
     assert response.json()["requests"] == 1
 
 
-# -- transport-level faults ----------------------------------------------------------------------
-
-
-def test_fault_transport_connect_error_never_reaches_the_cloud(cloud: Cloud) -> None:
-    transport = FaultTransport(cloud_transport(cloud)).inject("connect_error")
-    with httpx.Client(transport=transport, base_url="http://cloud") as client:
-        with pytest.raises(httpx.ConnectError):
-            create(client)
-        assert create(client).status_code == 201
-
-    assert cloud.requests("run:0") == 1
-
-
-def test_fault_transport_read_timeout_lets_the_cloud_act_and_loses_the_answer(
-    cloud: Cloud,
-) -> None:
-    transport = FaultTransport(cloud_transport(cloud))
-    transport.inject("read_timeout", path="/v1/servers")
-    with httpx.Client(transport=transport, base_url="http://cloud") as client:
-        assert client.get("/v1/resources").status_code == 200
-        with pytest.raises(httpx.ReadTimeout):
-            create(client)
-        assert create(client).json()["status"] == "already_done"
-
-    assert transport.pending == 0
-    assert transport.injected == [("read_timeout", "POST /v1/servers")]
-
-
-def test_respx_can_time_out_a_read_after_the_in_process_cloud_acted(cloud: Cloud) -> None:
-    remote = cloud_transport(cloud)
-
-    def act_then_lose_the_answer(request: httpx.Request) -> httpx.Response:
-        remote.handle_request(request)
-        raise httpx.ReadTimeout("answer lost on the way back", request=request)
-
-    with respx.mock(base_url="http://cloud", assert_all_called=True) as router:
-        router.post("/v1/servers").mock(side_effect=act_then_lose_the_answer)
-        with httpx.Client(base_url="http://cloud") as client, pytest.raises(httpx.ReadTimeout):
-            create(client)
-
-    assert cloud.counts()["servers"] == 1
-    with httpx.Client(transport=remote, base_url="http://cloud") as client:
-        assert create(client).json()["status"] == "already_done"
-
-
-# -- the FastAPI app, uvicorn, and the package ---------------------------------------------------
-
-
-def test_the_fastapi_app_answers_the_same_bytes_as_the_in_process_transport(
-    tmp_path: Path,
-) -> None:
-    requests = [("run:0", SERVER), ("run:0", SERVER), ("run:0", {**SERVER, "size": "large"})]
-
-    def through_transport() -> list[tuple[int, bytes]]:
-        with Cloud(tmp_path / "a.sqlite3") as cloud:
-            client = httpx.Client(transport=cloud_transport(cloud), base_url="http://cloud")
-            with client:
-                return [
-                    (r.status_code, r.content) for r in (create(client, k, a) for k, a in requests)
-                ]
-
-    async def through_app() -> list[tuple[int, bytes]]:
-        with Cloud(tmp_path / "b.sqlite3") as cloud:
-            transport = httpx.ASGITransport(app=create_app(cloud))
-            async with httpx.AsyncClient(transport=transport, base_url="http://cloud") as client:
-                answers = []
-                for key, args in requests:
-                    headers = {"Idempotency-Key": key}
-                    response = await client.post("/v1/servers", json=args, headers=headers)
-                    answers.append((response.status_code, response.content))
-                return answers
-
-    assert through_transport() == asyncio.run(through_app())
-
-
-def test_uvicorn_cloud_drops_an_answer_after_acting_and_the_resend_is_already_done(
-    mock_servers: MockServers,
-) -> None:
-    mock_servers.reset()
-    mock_servers.set_cloud_faults(drop_after=1)
-
-    with httpx.Client(base_url=mock_servers.cloud_url) as client:
-        with pytest.raises(httpx.ReadTimeout):
-            create(client, "uv:0", timeout=0.5)
-        assert mock_servers.resources("uv")["counts"]["servers"] == 1
-        resend = create(client, "uv:0")
-
-    assert resend.status_code == 200
-    assert resend.json()["status"] == "already_done"
-    assert mock_servers.resources()["total"] == 1
-
-
-def test_restarted_mocks_on_the_same_data_dir_remember_keys_and_call_counts(
-    tmp_path: Path,
-) -> None:
-    with start_mocks(tmp_path) as first:
-        with httpx.Client(base_url=first.cloud_url) as client:
-            created = create(client, "keep:0").json()
-        with httpx.Client(base_url=first.model_url) as client:
-            client.post("/v1/decide", json={"run_id": "keep", "history": []})
-
-    with start_mocks(tmp_path) as second:
-        with httpx.Client(base_url=second.cloud_url) as client:
-            again = create(client, "keep:0")
-        assert second.calls("keep") == 1
-
-    assert again.json() == {**created, "status": "already_done"}
-
-
-def _listening_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    return sock
-
-
-def test_start_mocks_leaves_nothing_running_when_one_mock_cannot_start(
-    tmp_path: Path,
-) -> None:
-    with _listening_socket() as taken, _listening_socket() as spare:
-        model_port = taken.getsockname()[1]
-        cloud_port = spare.getsockname()[1]
-        spare.close()  # free for the cloud, which must be stopped again
-
-        with pytest.raises(MockStartError, match="mock model exited"):
-            start_mocks(tmp_path, cloud_port=cloud_port, model_port=model_port)
-
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{cloud_port}/healthz", timeout=1.0)
-
-
-def test_the_package_exports_exactly_its_sorted_public_names() -> None:
-    exported = mock_remotes.__all__
-
-    assert exported == sorted(exported)
-    assert all(hasattr(mock_remotes, name) for name in exported)
-
-
 def test_every_answer_is_logged_with_its_generation_and_whether_it_was_dropped(
     cloud: Cloud,
 ) -> None:
@@ -594,14 +328,3 @@ def test_the_answer_log_is_served_over_http(cloud: Cloud, cloud_http: httpx.Clie
             {"seq": 1, "key": "r7:0", "generation": 4, "answer": "created", "dropped": False}
         ]
     }
-
-
-def test_a_request_waiting_out_its_latency_when_the_cloud_is_reset_never_acts(
-    tmp_path: Path,
-) -> None:
-    from mock_remotes.errors import Forgotten
-
-    with Cloud(tmp_path / "c.sqlite3", latency=1.5) as cloud:
-        with pytest.raises(Forgotten, match="reset while key r:0 waited"):
-            cloud.submit("server", "r:0", SERVER, generation=1, wait=lambda s: cloud.reset())
-        assert cloud.counts() == {"servers": 0, "databases": 0, "dns_records": 0}

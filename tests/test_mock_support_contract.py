@@ -1,37 +1,24 @@
-"""The mock support desk: an order catalogue, keyed tickets, an unkeyed mailbox, knobs."""
+"""The mock support desk's contract: an order catalogue, keyed tickets, an unkeyed mailbox.
+
+Orders are read, tickets filed once per key (a key reused for other arguments a
+conflict), emails delivered as often as they are sent and found by the check; every
+operation's answer is logged, and all of it is kept across a restart on the same file.
+Its knobs are in test_mock_support_faults.py, its app and servers in
+test_mock_support_serving.py.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from mock_remotes import MockServers, Support, start_mocks, support_transport
-from mock_remotes.support import create_app
+from mock_remotes import Support, support_transport
 from mock_remotes.supportcore import ORDERS
 
-TICKET = {"order_id": "A-1001", "summary": "Order A-1001 arrived broken (#2)"}
-EMAIL = {"to": "ada@example.test", "subject": "Ticket T-0000001", "body": "Sorry!\n"}
-
-
-def file(
-    client: httpx.Client, key: str | None = "run:1", args: object = TICKET, **kw: Any
-) -> httpx.Response:
-    headers = {} if key is None else {"Idempotency-Key": key}
-    headers.update(kw.pop("headers", {}))
-    return client.post("/v1/tickets", json=args, headers=headers, **kw)
-
-
-def send(client: httpx.Client, message_id: str = "run:2", **changes: Any) -> httpx.Response:
-    timeout = changes.pop("timeout", 5.0)
-    return client.post(
-        "/v1/messages", json={"message_id": message_id, **EMAIL, **changes}, timeout=timeout
-    )
-
+from .mock_requests import EMAIL, TICKET, file, send
 
 # -- orders (read) -------------------------------------------------------------------------------
 
@@ -232,107 +219,7 @@ def test_an_email_body_that_is_not_json_is_refused_with_422(support_http: httpx.
     assert support_http.post("/v1/messages", content=b"to=ada").status_code == 422
 
 
-# -- knobs ---------------------------------------------------------------------------------------
-
-
-def test_fail_before_refuses_tickets_and_sends_without_acting_but_spares_reads(
-    support_http: httpx.Client, support: Support
-) -> None:
-    support_http.post("/admin/faults", json={"fail_before": 2})
-
-    lookup = support_http.get("/v1/orders/A-1001")
-    ticket = file(support_http)
-    email = send(support_http)
-    check = support_http.get("/v1/messages/run:2")
-
-    assert lookup.status_code == 200
-    assert [ticket.status_code, email.status_code] == [500, 500]
-    assert ticket.json()["error"] == email.json()["error"] == "injected_failure"
-    assert check.json()["delivered"] is False
-    assert (support.tickets(), support.deliveries()) == ([], [])
-    assert file(support_http).status_code == 201
-
-
-def test_fail_lookups_fails_the_next_order_lookups_alone_and_logs_them(
-    support_http: httpx.Client, support: Support
-) -> None:
-    support_http.post("/admin/faults", json={"fail_lookups": 2})
-
-    first, second = (support_http.get("/v1/orders/A-1001") for _ in range(2))
-    ticket = file(support_http)
-    third = support_http.get("/v1/orders/A-1001")
-
-    assert [first.status_code, second.status_code, third.status_code] == [500, 500, 200]
-    assert first.json()["error"] == "injected_failure"
-    assert ticket.status_code == 201  # tickets and sends are not its business
-    assert third.json()["id"] == "A-1001"
-    assert support_http.get("/admin/faults").json()["fail_lookups"] == 0
-    lookups = [a.answer for a in support.answers() if a.op == "lookup_order"]
-    assert lookups == ["injected_failure", "injected_failure", "found"]
-
-
-def test_drop_after_delivers_then_loses_the_answer_and_the_check_sees_it(
-    support_http: httpx.Client, support: Support
-) -> None:
-    support.set_faults(drop_after=1)
-
-    with pytest.raises(httpx.ReadTimeout):
-        send(support_http)
-
-    assert support_http.get("/v1/messages/run:2").json()["delivered"] is True
-    assert len(support.deliveries()) == 1
-
-
-def test_drop_after_files_the_ticket_and_the_resend_is_already_done(
-    support_http: httpx.Client, support: Support
-) -> None:
-    support.set_faults(drop_after=1)
-
-    with pytest.raises(httpx.ReadTimeout):
-        file(support_http)
-    resend = file(support_http)
-
-    assert resend.status_code == 200
-    assert resend.json()["status"] == "already_done"
-    assert len(support.tickets()) == 1
-
-
-def test_latency_beyond_the_read_timeout_acts_then_times_out_without_sleeping(
-    support_http: httpx.Client, support: Support
-) -> None:
-    support.set_faults(latency=60.0)
-    started = time.monotonic()
-
-    with pytest.raises(httpx.ReadTimeout):
-        send(support_http, timeout=1.0)
-
-    assert time.monotonic() - started < 1.0
-    assert len(support.deliveries()) == 1
-
-
-@pytest.mark.parametrize("knobs", [{"explode": 1}, {"drop_after": -1}, {"latency": "slow"}, [1]])
-def test_bad_fault_knobs_are_refused_with_422(support_http: httpx.Client, knobs: object) -> None:
-    assert support_http.post("/admin/faults", json=knobs).status_code == 422
-
-
-def test_a_faults_call_replaces_only_the_fields_it_names(support_http: httpx.Client) -> None:
-    support_http.post("/admin/faults", json={"fail_before": 1, "latency": 0.5})
-
-    shown = support_http.post("/admin/faults", json={"drop_after": 2}).json()
-
-    assert shown == {
-        "fail_before": 1,
-        "drop_after": 2,
-        "latency": 0.5,
-        "hang": 30.0,
-        "send_latency": 0.0,
-        "hold_next": 0,
-        "fail_lookups": 0,
-    }
-    assert support_http.get("/admin/faults").json() == shown
-
-
-# -- the answer log, durability, reset ------------------------------------------------------------
+# -- the answer log, durability -----------------------------------------------------------------
 
 
 def test_every_operation_is_logged_with_its_answer_in_order(
@@ -412,111 +299,3 @@ def test_a_new_desk_on_the_same_file_remembers_tickets_deliveries_and_counters(
         assert file(client, "run:9").json()["id"] == "T-0000002"
         assert send(client).json()["id"] == "M-0000002"
         assert client.get("/v1/messages/run:2").json()["deliveries"] == 2
-
-
-def test_reset_forgets_everything_and_restores_the_starting_latency(tmp_path: Path) -> None:
-    with Support(tmp_path / "s.sqlite3", latency=0.25) as support:
-        client = httpx.Client(transport=support_transport(support), base_url="http://s")
-        file(client)
-        send(client)
-        support.set_faults(latency=0.0, fail_before=3)
-
-        assert client.post("/admin/reset").json() == {"reset": True}
-
-        assert (support.tickets(), support.deliveries(), support.answers()) == ([], [], [])
-        assert support.faults.latency == 0.25
-        assert support.faults.fail_before == 0
-        support.set_faults(latency=0.0)
-        assert file(client).json()["id"] == "T-0000001"
-
-
-# -- the FastAPI app, uvicorn -------------------------------------------------------------------
-
-
-def test_the_fastapi_app_answers_the_same_bytes_as_the_in_process_transport(tmp_path: Path) -> None:
-    requests = [
-        ("GET", "/v1/orders/A-1001", None, {}),
-        ("POST", "/v1/tickets", TICKET, {"Idempotency-Key": "r:1"}),
-        ("POST", "/v1/tickets", TICKET, {"Idempotency-Key": "r:1"}),
-        ("GET", "/v1/orders/Z-1", None, {}),
-        ("GET", "/healthz", None, {}),
-    ]
-
-    def through_transport() -> list[tuple[int, bytes]]:
-        with (
-            Support(tmp_path / "a.sqlite3") as desk,
-            httpx.Client(transport=support_transport(desk), base_url="http://s") as client,
-        ):
-            return [
-                (r.status_code, r.content)
-                for r in (client.request(m, p, json=b, headers=h) for m, p, b, h in requests)
-            ]
-
-    async def through_app() -> list[tuple[int, bytes]]:
-        with Support(tmp_path / "b.sqlite3") as desk:
-            transport = httpx.ASGITransport(app=create_app(desk))
-            async with httpx.AsyncClient(transport=transport, base_url="http://s") as client:
-                return [
-                    (r.status_code, r.content)
-                    for r in [
-                        await client.request(m, p, json=b, headers=h) for m, p, b, h in requests
-                    ]
-                ]
-
-    assert through_transport() == asyncio.run(through_app())
-
-
-def test_the_uvicorn_desk_drops_a_delivery_answer_and_the_check_sees_the_delivery(
-    mock_servers: MockServers,
-) -> None:
-    mock_servers.reset()
-    mock_servers.set_support_faults(drop_after=1)
-
-    with httpx.Client(base_url=mock_servers.support_url) as client:
-        with pytest.raises(httpx.ReadTimeout):
-            send(client, "uv:2", timeout=0.5)
-        check = client.get("/v1/messages/uv:2").json()
-        assert file(client, "uv:1").status_code == 201
-
-    assert check["delivered"] is True
-    assert [d["message_id"] for d in mock_servers.deliveries("uv:2")] == ["uv:2"]
-    assert [t["key"] for t in mock_servers.tickets("uv")] == ["uv:1"]
-
-
-def test_start_mocks_leaves_the_support_desk_out_unless_asked(tmp_path: Path) -> None:
-    with start_mocks(tmp_path) as mocks:
-        assert mocks.support is None
-        assert [m.name for m in mocks.running] == ["cloud", "model"]
-        with pytest.raises(RuntimeError, match=r"start_mocks\(\.\.\., support=True\)"):
-            _ = mocks.support_url
-        mocks.reset()  # without the desk too
-
-
-def test_resetting_the_uvicorn_mocks_wipes_the_support_desk_too(mock_servers: MockServers) -> None:
-    mock_servers.reset()
-    with httpx.Client(base_url=mock_servers.support_url) as client:
-        file(client, "wipe:1")
-        send(client, "wipe:2")
-    mock_servers.set_support_faults(fail_before=1)
-
-    mock_servers.reset()
-
-    assert (mock_servers.tickets(), mock_servers.deliveries()) == ([], [])
-    with httpx.Client(base_url=mock_servers.support_url) as client:
-        assert client.get("/admin/faults").json()["fail_before"] == 0
-
-
-def test_a_request_waiting_out_its_latency_when_the_desk_is_reset_never_acts(
-    tmp_path: Path,
-) -> None:
-    """A sender killed while its request waited at the desk belongs to the state before a
-    reset: landing after it would put its ticket into the next world (the property suite
-    resets between examples)."""
-    from mock_remotes.errors import Forgotten
-
-    with Support(tmp_path / "s.sqlite3", latency=1.5) as support:
-        with pytest.raises(Forgotten, match="reset while file_ticket r:1 waited"):
-            support.file_ticket("r:1", TICKET, wait=lambda seconds: support.reset())
-        assert support.tickets() == []
-        support.set_faults(latency=0.0)
-        assert support.file_ticket("r:1", TICKET).body["id"] == "T-0000001"  # a new world
