@@ -46,6 +46,7 @@ from .driving import Driving, WorkerRec
 from .events import Event
 from .pilots import Start
 from .thread_pilot import ThreadPilot
+from .variants import Variant
 from .violations import Violation
 
 RACE_WAIT: Final = 60.0  # seconds a held write or a claim may take to get where it goes
@@ -142,6 +143,7 @@ class RacingClaims(Racing):
     handed to a new worker, which adopts it."""
 
     supervisor: str
+    variant: Variant
 
     @abstractmethod
     def _advance(self, seconds: float) -> None: ...

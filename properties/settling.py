@@ -18,6 +18,7 @@ from .agents import suite_agents
 from .events import RUNS
 from .operators import Operators
 from .pilots import Start
+from .variants import Variant
 from .violations import Violation
 
 SETTLE_TRIES: Final = 8  # claims teardown gives one run before calling it unfinished
@@ -28,6 +29,10 @@ AGENTS: Final = tuple(a.name for a in suite_agents("http://support").values())
 
 class Settling(Operators):
     """Claims and the teardown; the runner supplies the clock and the statuses."""
+
+    variant: Variant  # what ScheduleRunner sets
+    supervisor: str
+    trace: list[str]
 
     if TYPE_CHECKING:  # what ScheduleRunner provides
 
