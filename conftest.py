@@ -3,6 +3,7 @@
 pytest_plugins = [
     "tests.fix_home",  # first: the session's own CRASHRESUME_HOME
     "tests.fix_db",
+    "tests.fix_pgcluster",  # throwaway clusters of the cluster's own tests
     "tests.fix_mocks",
     "tests.fix_runtime",
     "tests.fix_supervisor",
