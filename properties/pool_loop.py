@@ -40,7 +40,7 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
 from .pilots import no_jitter
-from .pool_stop import shut_down
+from .pool_stop import killed_at_stop, shut_down
 from .violations import Violation
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
                 f"{sorted(loop.supervisor.workers)}: it returns 0 with every worker gone",
             )
         )
-    problems += _killed(loop.workers, "serving")
+    problems += killed_at_stop(loop.workers, "serve()")
     return problems
 
 
@@ -276,7 +276,7 @@ def drain_problems(runner: PoolRunner) -> list[Violation]:
                 )
             )
         sup.stopping = True
-        shut_down(sup, "draining", problems)
+        shut_down(sup, "drain()", problems)
     return problems
 
 
@@ -309,7 +309,7 @@ def timer_problems(runner: PoolRunner) -> list[Violation]:
                 sup.sweep()
     finally:
         sup.stopping = True
-        shut_down(sup, "timed", problems)
+        shut_down(sup, "timers'", problems)
     quarters = [q * poll / 4 for q in range(9)]
     for what, seen, every in (("the watchdog checked", checks, 2), ("it looked", looks, 4)):
         want = quarters[::every]
@@ -332,18 +332,3 @@ def loop_problems(runner: PoolRunner) -> list[Violation]:
     problems = timer_problems(runner) + serve_problems(runner) + drain_problems(runner)
     runner.reset()
     return problems
-
-
-def _killed(workers: list[WorkerProcess], what: str) -> list[Violation]:
-    """``pool_stop`` for each worker a loop's own shutdown SIGKILLed without cause."""
-    return [
-        Violation(
-            "pool_stop",
-            None,
-            None,
-            f"pool worker {w.pid} of the {what} supervisor was SIGKILLed at its stop: a stop "
-            "SIGTERMs every worker and kills none but a hung one",
-        )
-        for w in workers
-        if w.exit_code == -signal.SIGKILL and w.killed_for is None
-    ]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from agent_runtime.store.records import Lease
 from agent_runtime.supervisor.supervision import Supervisor
+from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from .violations import Violation
 
@@ -43,17 +44,23 @@ def shut_down(supervisor: Supervisor, name: str, problems: list[Violation]) -> d
         supervisor.shutdown()
     finally:
         del supervisor.reap
-    for proc in workers:
-        if proc.exit_code == -signal.SIGKILL and proc.killed_for is None:
-            held = f" holding {proc.lease.run_id}" if proc.lease is not None else ""
-            problems.append(
-                Violation(
-                    "pool_stop",
-                    proc.lease.run_id if proc.lease is not None else None,
-                    None,
-                    f"pool worker {proc.pid}{held} of the stopping {name} supervisor was "
-                    "SIGKILLed: a stop SIGTERMs every worker, which hands its run back at "
-                    "once, and kills none but a hung one",
-                )
-            )
+    problems += killed_at_stop(workers, name)
     return heard
+
+
+def killed_at_stop(workers: list[WorkerProcess], name: str) -> list[Violation]:
+    """``pool_stop`` for each of a stopped supervisor's workers it SIGKILLed without cause
+    (after the grace, not for hanging)."""
+    return [
+        Violation(
+            "pool_stop",
+            proc.lease.run_id if proc.lease is not None else None,
+            None,
+            f"pool worker {proc.pid}"
+            + (f" holding {proc.lease.run_id}" if proc.lease is not None else "")
+            + f" of the stopping {name} supervisor was SIGKILLed: a stop SIGTERMs every "
+            "worker, which hands its run back at once, and kills none but a hung one",
+        )
+        for proc in workers
+        if proc.exit_code == -signal.SIGKILL and proc.killed_for is None
+    ]

@@ -6,10 +6,12 @@ fails on a supervisor with the slip planted (the mutants of gap class 20)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from signal import SIGTERM
 
 import pytest
 
 from agent_runtime.store import db
+from agent_runtime.supervisor import supervision
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.unserved import UnservedWatch
 from agent_runtime.supervisor.workerpool import WorkerProcess
@@ -129,3 +131,22 @@ def test_a_timer_that_fires_too_seldom_is_caught(
 ) -> None:
     planted.world.supervisor_class = planted_class
     assert said in _found(timer_problems(planted), "pool_timer")
+
+
+class _Abrupt(Supervisor):
+    """Sends its workers no SIGTERM at its stop: each is SIGKILLed after the grace."""
+
+    def shutdown(self) -> None:
+        for proc in self.workers.values():
+            send = proc.signal
+            proc.signal = lambda signum, send=send: None if signum == SIGTERM else send(signum)  # type: ignore[method-assign,misc]
+        super().shutdown()
+
+
+def test_a_serving_supervisor_that_kills_its_workers_at_its_stop_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(supervision, "STOP_GRACE", 0.2)  # the grace it waits for nothing
+    planted.world.supervisor_class = _Abrupt
+    found = _found(serve_problems(planted), "pool_stop")
+    assert "of the stopping serve() supervisor was SIGKILLed" in found
