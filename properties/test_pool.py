@@ -8,7 +8,7 @@
   own included; and one replays the same every time.
 - The pool's invariants fail where they should: a supervisor that leaves a dead worker's
   run to its lease, one that lets runs wait beside an idle worker, a pool worker that
-  keeps the agent of its first run.
+  keeps the agent of its first run, one that SIGKILLs its workers at a stop.
 """
 
 from __future__ import annotations
