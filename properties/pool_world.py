@@ -36,6 +36,7 @@ from .agents import suite_agents
 from .pilots import CRASHED, DONE, Gate, GatePlan, no_jitter
 from .pool_gate import ChildSetup, GateHook, GateServer
 from .pool_pilot import PoolPilot
+from .pool_stop import shut_down
 from .violations import Violation
 
 MAX_WORKERS: Final = 8  # per supervisor: room for every run, its zombies and a spare
@@ -202,9 +203,10 @@ class PoolWorld:
                 tenure.signal(signal.SIGTERM)
                 tenure.thaw()
         s.supervisor.stopping = True  # what its SIGTERM handler does; serve() then stops
-        s.supervisor.shutdown()
+        heard = shut_down(s.supervisor, name, self.problems)  # how each really ended
         for tenure in stopped:
-            tenure.end(-signal.SIGTERM)
+            code = heard.get((tenure.lease.run_id, tenure.lease.generation), tenure.proc.exit_code)
+            tenure.end(-signal.SIGTERM if code is None else code)
             self.gates.forget(tenure.pid)
         return stopped
 

@@ -8,14 +8,15 @@
   own included; and one replays the same every time.
 - The pool's invariants fail where they should: a supervisor that leaves a dead worker's
   run to its lease, one that lets runs wait beside an idle worker, a pool worker that
-  keeps the agent of its first run.
+  keeps the agent of its first run, one that SIGKILLs its workers at a stop.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from hypothesis import given
 
 import agent_runtime.loop.worker
 from agent_runtime.store.records import Lease
+from agent_runtime.supervisor import supervision
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 from agent_runtime.tools.agent import Agent
@@ -328,3 +330,35 @@ def test_a_supervisor_that_never_hears_its_workers_open_is_caught(
     monkeypatch.setattr(WorkerProcess, "ended", deaf)
     found = _violation(pool_runner, [Event(op="start", run=0), Event(op="sweep")])
     assert "[pool_ready]" in found
+
+
+class _Abrupt(Supervisor):
+    """Sends its workers no SIGTERM at its stop: each is SIGKILLed after the grace."""
+
+    def shutdown(self) -> None:
+        for proc in self.workers.values():
+            proc.signal = _all_but_sigterm(proc.signal)  # type: ignore[method-assign]
+        super().shutdown()
+
+
+def _all_but_sigterm(send: Callable[[int], None]) -> Callable[[int], None]:
+    return lambda signum: None if signum == signal.SIGTERM else send(signum)
+
+
+def test_a_supervisor_that_kills_its_workers_at_a_stop_is_caught(
+    pool_runner: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At its SIGTERM a supervisor SIGTERMs its workers (a busy one dies mid-step and its
+    run is handed back at once); the stop reads how each really ended. The mutation runs
+    found a shutdown without its SIGTERMs unseen: the world marked every end SIGTERM."""
+    events = [Event(op="start", run=0), Event(op="stop_supervisor")]
+    outcome, trace = outcome_and_trace(pool_runner, events)
+    assert not isinstance(outcome, str), outcome
+    assert "w1 ended: SIGTERM" in "\n".join(trace), trace
+    monkeypatch.setattr(supervision, "STOP_GRACE", 0.2)  # the grace it waits for nothing
+    pool_runner.world.supervisor_class = _Abrupt
+    try:
+        found = _violation(pool_runner, events)
+    finally:
+        pool_runner.world.supervisor_class = Supervisor
+    assert "[pool_stop] run r0" in found and "was SIGKILLed" in found

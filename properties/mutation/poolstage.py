@@ -5,7 +5,9 @@ The in-process runner mimics the supervisor's claim; nothing it runs imports
 after the in-process stages passed, by what ``properties/test_pool.py`` runs under the
 profile: the calm schedules through both runners (the real pool must give the mimic's
 outcome and trace), the pool's own schedules under every invariant, then each fixed
-schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same).
+schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same),
+the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.pool_loop`)
+and its command ``--once``.
 Not shrunk; the first failure is the verdict.
 
 The supervisor is built in this process and forks its pool workers from it, so they run
@@ -28,6 +30,7 @@ from agent_runtime.errors import EXIT_USAGE
 from agent_runtime.observe.metrics import MULTIPROC_ENV
 
 from ..events import Event
+from ..pool_loop import loop_problems
 from ..pool_runner import PoolRunner
 from ..pool_stories import CALM, FIXED, STORMY, problem
 from ..pool_strategies import calm_schedules, pool_schedules
@@ -101,6 +104,10 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
             if found is not None:
                 raise PoolFinding(found)
             failing.pop()
+        stage = "pool: the supervisor's own loop (serve, drain, its timers)"
+        looped = loop_problems(pool)
+        if looped:
+            raise PoolFinding("\n".join(str(v) for v in looped))
         stage = "pool: the supervisor's command, --once"
         pool.reset()  # no run left: the command claims nothing and exits at once
         found = _command_once(database.url)
@@ -109,7 +116,7 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         error: Exception | None = None
         stage = (
             f"pool: {CALM[profile]} calm, {STORMY[profile]} pool, {len(FIXED)} fixed, "
-            "the command once"
+            "the loop, the command once"
         )
     except Exception as exc:
         error = exc

@@ -1,0 +1,334 @@
+"""The Supervisor's own loop and timers, run where production runs them (gap class 20).
+
+The schedules drive a pool supervisor pass by pass (:meth:`PoolWorld.sweep` calls its
+``reap()``, ``watch()`` and ``sweep()``, its watchdog's interval forced): its ``serve()``
+and ``drain()`` loops and the timers in them are not theirs. :func:`loop_problems` runs
+them, each on a fresh supervisor of the world's class (tests plant a broken one there)
+with the schedules' agents, mocks and pool workers, but no gates:
+
+- ``pool_serve``: ``serve()`` (not ``--once``) on a thread, against runs of two kinds,
+  claims and finishes them, keeps passing while idle (two idle passes: it must not
+  return), and returns 0 once its SIGTERM handler (``_on_stop``) ran, every worker gone;
+- ``pool_drain``: ``drain()`` on a thread returns, and only once every run is done and
+  no worker holds one;
+- ``pool_timer``: passes of ``sweep()`` at every quarter of a poll of a frozen
+  ``time.monotonic`` (:func:`frozen_monotonic`: nothing sleeps): the watchdog checks at
+  every half poll and only then, the look for unserved runs once a poll;
+- ``pool_stop`` (:mod:`properties.pool_stop`): each of these supervisors' workers ends
+  by its stop's SIGTERM, none SIGKILLed after the grace.
+
+The waits on real time here are for processes to do their work (guarded by
+:data:`LOOP_WAIT`), never to expire anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from agent_runtime.crash import CrashPlan
+from agent_runtime.store.journal import Journal
+from agent_runtime.supervisor import supervision, unserved
+from agent_runtime.supervisor.supervision import Supervisor
+from agent_runtime.supervisor.workerpool import WorkerProcess
+
+from . import sqlfile
+from .pilots import no_jitter
+from .pool_stop import killed_at_stop, shut_down
+from .violations import Violation
+
+if TYPE_CHECKING:
+    from .pool_runner import PoolRunner
+
+LOOP_POLL: Final = 0.25  # seconds: the serve and drain supervisors' poll (idle passes)
+LOOP_WAIT: Final = 60.0  # seconds a loop may take to finish its runs on a loaded machine
+IDLE_PASSES: Final = 2  # passes with nothing busy after which serve() must still run
+LOOP_KINDS: Final = ("provisioning", "support")  # one run of each
+
+
+class FrozenMonotonic:
+    """The ``time`` the supervisor's modules read: ``monotonic()`` stands still until set."""
+
+    def __init__(self, at: float) -> None:
+        self.now = at
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@contextlib.contextmanager
+def frozen_monotonic(at: float) -> Iterator[FrozenMonotonic]:
+    """``time.monotonic()`` of :mod:`~agent_runtime.supervisor.supervision` and
+    :mod:`~agent_runtime.supervisor.unserved` frozen at ``at`` (whole seconds, so that
+    every quarter-poll sum is exact) until the block ends."""
+    clock = FrozenMonotonic(at)
+    modules = (supervision, unserved)
+    saved = [vars(m)["time"] for m in modules]
+    for m in modules:
+        vars(m)["time"] = clock
+    try:
+        yield clock
+    finally:
+        for m, real in zip(modules, saved, strict=True):
+            vars(m)["time"] = real
+
+
+@dataclass
+class Looping:
+    """A supervisor's loop on a thread, and what its passes saw (written by that thread)."""
+
+    supervisor: Supervisor
+    passes: int = 0
+    idle_passes: int = 0  # passes after which no worker held a run
+    workers: list[WorkerProcess] = field(default_factory=list)  # every one it started
+    returned: list[object] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+    def start(self, loop: Callable[[], object]) -> None:
+        sup = self.supervisor
+        sweep = sup.sweep
+
+        def counted() -> list[WorkerProcess]:
+            started = sweep()
+            self.passes += 1
+            self.idle_passes += not sup.busy
+            self.workers += [w for w in sup.workers.values() if w not in self.workers]
+            return started
+
+        def body() -> None:
+            try:
+                self.returned.append(loop())
+            except BaseException as exc:  # reported as what it returned
+                self.returned.append(exc)
+
+        sup.sweep = counted  # type: ignore[method-assign]
+        self.thread = threading.Thread(target=body, name="pool-loop", daemon=True)
+        self.thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def join(self, timeout: float) -> bool:
+        """Whether the loop returned within ``timeout`` seconds."""
+        assert self.thread is not None
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def abandon(self) -> None:
+        """End a loop that does not: its next reap raises; then stop what it started."""
+
+        def refuse() -> list[object]:
+            raise RuntimeError("abandoned by the property suite")
+
+        sup = self.supervisor
+        sup.stopping = True
+        sup.reap = refuse  # type: ignore[method-assign,assignment]
+        if self.join(LOOP_WAIT):
+            del sup.reap
+            if not sup.conn.closed:  # its shutdown did not get that far
+                with contextlib.suppress(Exception):
+                    sup.shutdown()
+        for proc in self.workers:  # a loop stuck for good: its workers at least
+            if proc.poll() is None:
+                proc.signal(signal.SIGCONT)
+                proc.signal(signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(proc.pid, 0)
+
+
+def loop_supervisor(runner: PoolRunner, poll: float) -> Supervisor:
+    """A supervisor of the world's class, its agents and worker setup, without gates."""
+    world = runner.world
+    settings = world.settings.with_changes(crash=CrashPlan(), poll=poll)
+    supervisor = world.supervisor_class(
+        runner.url, settings, spawn="pool", agents=world.agents, worker_transports=world.setup
+    )
+    supervisor.backoff = settings.run_backoff_rule(no_jitter)
+    return supervisor
+
+
+def _create_runs(runner: PoolRunner, prefix: str) -> list[str]:
+    runner.reset()
+    names = {a.name for a in runner.world.agents}
+    runs = []
+    for i, kind in enumerate(LOOP_KINDS):
+        agent = runner._agent_names[kind]
+        assert agent in names, (agent, names)
+        run = f"{prefix}{i}"
+        Journal(runner.conn).create_run(run, agent, None)
+        runs.append(run)
+    return runs
+
+
+def _unfinished(runner: PoolRunner, runs: list[str]) -> dict[str, str]:
+    rows = {row["id"]: row for row in sqlfile.rows(runner.conn, "leases")}
+    return {r: str(rows[r]["status"]) for r in runs if rows[r]["status"] != "done"}
+
+
+def _wait_until(ready: Callable[[], bool], timeout: float = LOOP_WAIT) -> bool:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def serve_problems(runner: PoolRunner) -> list[Violation]:
+    """``serve()`` on a thread: it finishes the runs, keeps serving while idle, and
+    returns 0 once stopped, every worker ended by its SIGTERM."""
+    runs = _create_runs(runner, "serve")
+    loop = Looping(loop_supervisor(runner, LOOP_POLL))
+    loop.start(loop.supervisor.serve)
+    problems: list[Violation] = []
+    _wait_until(lambda: loop.idle_passes >= IDLE_PASSES or not loop.alive)
+    left = _unfinished(runner, runs)
+    if not loop.alive:
+        problems.append(
+            Violation(
+                "pool_serve",
+                None,
+                None,
+                f"serve() returned {loop.returned} after {loop.passes} passes "
+                f"({loop.idle_passes} idle; runs not done: {left or 'none'}) and before any "
+                "stop: a supervisor serves until SIGTERM/SIGINT, idle or not",
+            )
+        )
+        return problems
+    if left or loop.idle_passes < IDLE_PASSES:
+        loop.abandon()
+        return [
+            Violation(
+                "pool_serve",
+                None,
+                None,
+                f"serve() made {loop.passes} passes in {LOOP_WAIT:g}s and left {left} "
+                "unfinished: a serving supervisor claims and finishes every run",
+            )
+        ]
+    loop.supervisor._on_stop(signal.SIGTERM, None)  # its SIGTERM handler
+    if not loop.join(supervision.STOP_GRACE + LOOP_WAIT):
+        loop.abandon()
+        return [Violation("pool_serve", None, None, "serve() did not return after its SIGTERM")]
+    if loop.returned != [0] or loop.supervisor.workers:
+        problems.append(
+            Violation(
+                "pool_serve",
+                None,
+                None,
+                f"serve() stopped by SIGTERM returned {loop.returned}, leaving workers "
+                f"{sorted(loop.supervisor.workers)}: it returns 0 with every worker gone",
+            )
+        )
+    problems += killed_at_stop(loop.workers, "serve()")
+    return problems
+
+
+def drain_problems(runner: PoolRunner) -> list[Violation]:
+    """``drain()`` on a thread returns, and only once every run is done and no worker
+    holds one."""
+    runs = _create_runs(runner, "drain")
+    loop = Looping(loop_supervisor(runner, LOOP_POLL))
+    loop.start(loop.supervisor.drain)
+    problems: list[Violation] = []
+    idle_since: list[int] = []  # the idle passes counted once every run was done
+
+    def settled() -> bool:
+        if not loop.alive:
+            return True
+        if not idle_since and not _unfinished(runner, runs):
+            idle_since.append(loop.idle_passes)
+        return bool(idle_since) and loop.idle_passes >= idle_since[0] + IDLE_PASSES
+
+    _wait_until(settled)
+    if loop.alive:
+        left = _unfinished(runner, runs)
+        loop.abandon()
+        problems.append(
+            Violation(
+                "pool_drain",
+                None,
+                None,
+                f"drain() had not returned after {loop.passes} passes ({loop.idle_passes} "
+                f"with no worker holding a run; runs not done: {left or 'none'}): it returns "
+                "once no run is claimable and no worker holds one",
+            )
+        )
+    else:
+        sup = loop.supervisor
+        held = {w.pid: w.lease.run_id for w in sup.busy if w.lease is not None}
+        left = _unfinished(runner, runs)
+        if held or left or loop.returned != [None]:
+            problems.append(
+                Violation(
+                    "pool_drain",
+                    None,
+                    None,
+                    f"drain() returned {loop.returned} while workers held {held} and runs "
+                    f"{left} were not done: it returns only once no worker holds a run",
+                )
+            )
+        sup.stopping = True
+        shut_down(sup, "drain()", problems)
+    return problems
+
+
+def timer_problems(runner: PoolRunner) -> list[Violation]:
+    """Passes at every quarter of a poll of a frozen clock: the watchdog checks twice a
+    poll (at each half), the unserved look once a poll."""
+    runner.reset()
+    sup = loop_supervisor(runner, runner.world.settings.poll)
+    poll = sup.settings.poll
+    checks: list[float] = []
+    looks: list[float] = []
+    check, look = sup.watchdog.check, sup.unserved.look
+    problems: list[Violation] = []
+    try:
+        with frozen_monotonic(float(int(time.monotonic()) + 1000)) as clock:
+            t0 = clock.now
+
+            def check_now(conn: Any, busy: Any) -> Any:
+                checks.append(clock.now - t0)
+                return check(conn, busy)
+
+            def look_now(conn: Any) -> Any:
+                looks.append(clock.now - t0)
+                return look(conn)
+
+            sup.watchdog.check = check_now  # type: ignore[method-assign]
+            sup.unserved.look = look_now  # type: ignore[method-assign]
+            for quarter in range(9):
+                clock.now = t0 + quarter * poll / 4
+                sup.sweep()
+    finally:
+        sup.stopping = True
+        shut_down(sup, "timers'", problems)
+    quarters = [q * poll / 4 for q in range(9)]
+    for what, seen, every in (("the watchdog checked", checks, 2), ("it looked", looks, 4)):
+        want = quarters[::every]
+        if seen != want:
+            problems.append(
+                Violation(
+                    "pool_timer",
+                    None,
+                    None,
+                    f"passes at every quarter poll ({poll:g}s) of a frozen clock: {what} at "
+                    f"{seen}, not at {want} (the watchdog twice a poll, the unserved look "
+                    "once a poll)",
+                )
+            )
+    return problems
+
+
+def loop_problems(runner: PoolRunner) -> list[Violation]:
+    """Every check of this module; the runner is left reset."""
+    problems = timer_problems(runner) + serve_problems(runner) + drain_problems(runner)
+    runner.reset()
+    return problems

@@ -1,0 +1,152 @@
+"""The Supervisor's own loop and timers (:mod:`properties.pool_loop`): ``serve()`` and
+``drain()`` on a thread against real runs, the watchdog's and the unserved look's timers
+under a frozen ``time.monotonic``. The real supervisor keeps every check; each check
+fails on a supervisor with the slip planted (the mutants of gap class 20)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from signal import SIGTERM
+
+import pytest
+
+from agent_runtime.store import db
+from agent_runtime.supervisor import supervision
+from agent_runtime.supervisor.supervision import Supervisor
+from agent_runtime.supervisor.unserved import UnservedWatch
+from agent_runtime.supervisor.workerpool import WorkerProcess
+
+from .pool_loop import drain_problems, loop_problems, serve_problems, timer_problems
+from .pool_runner import PoolRunner
+from .server import SuiteDatabase
+from .violations import Violation
+
+
+@pytest.fixture(scope="module")
+def loop_runner(suite_database: SuiteDatabase) -> Iterator[PoolRunner]:
+    runner = PoolRunner(suite_database.url, server=suite_database)
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
+def _found(problems: list[Violation], kind: str) -> str:
+    text = "\n".join(str(p) for p in problems)
+    assert any(p.kind == kind for p in problems), f"no {kind}; found: {text or 'nothing'}"
+    return text
+
+
+@pytest.fixture
+def planted(loop_runner: PoolRunner) -> Iterator[PoolRunner]:
+    try:
+        yield loop_runner
+    finally:
+        loop_runner.world.supervisor_class = Supervisor
+
+
+def test_the_real_supervisors_loop_serves_drains_and_keeps_its_timers(
+    loop_runner: PoolRunner,
+) -> None:
+    assert loop_problems(loop_runner) == []
+
+
+class _QuitsWhenIdle(Supervisor):
+    """Stops serving at its first pass with no busy worker (``once or not busy``)."""
+
+    def sweep(self) -> list[WorkerProcess]:
+        started = super().sweep()
+        if not self.busy:
+            self.stopping = True
+        return started
+
+
+def test_a_supervisor_that_stops_serving_when_idle_is_caught(planted: PoolRunner) -> None:
+    planted.world.supervisor_class = _QuitsWhenIdle
+    assert "before any stop" in _found(serve_problems(planted), "pool_serve")
+
+
+class _Hasty(Supervisor):
+    """Its drain returns at its first pass that started nothing, busy workers or not."""
+
+    def drain(self) -> None:
+        while True:
+            self.reap()
+            if not self.sweep():
+                return
+            self.wait(self.settings.poll)
+
+
+def test_a_drain_that_returns_while_workers_hold_runs_is_caught(planted: PoolRunner) -> None:
+    planted.world.supervisor_class = _Hasty
+    assert "while workers held" in _found(drain_problems(planted), "pool_drain")
+
+
+class _Endless(Supervisor):
+    """Its drain never returns (``if started and not self.busy``)."""
+
+    def drain(self) -> None:
+        while True:
+            self.reap()
+            self.sweep()
+            self.wait(self.settings.poll)
+
+
+def test_a_drain_that_never_returns_is_caught(planted: PoolRunner) -> None:
+    planted.world.supervisor_class = _Endless
+    assert "had not returned" in _found(drain_problems(planted), "pool_drain")
+
+
+class _Slack(Supervisor):
+    """Its watchdog checks once a poll instead of twice."""
+
+    def watch(self) -> bool:
+        before = self._next_watch
+        killed = super().watch()
+        if self._next_watch != before:
+            self._next_watch += self.settings.poll / 2
+        return killed
+
+
+class _LooksOnce(UnservedWatch):
+    """Looks for unserved runs once, never again."""
+
+    def look(self, conn: db.Connection) -> list[str]:
+        self._next = float("inf")
+        return super().look(conn)
+
+
+class _Forgetful(Supervisor):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.unserved = _LooksOnce(self.unserved.agents, self.unserved.poll)
+
+
+@pytest.mark.parametrize(
+    ("planted_class", "said"),
+    [(_Slack, "the watchdog checked at [0.0, 3.0, 6.0]"), (_Forgetful, "it looked at [0.0]")],
+)
+def test_a_timer_that_fires_too_seldom_is_caught(
+    planted: PoolRunner, planted_class: type[Supervisor], said: str
+) -> None:
+    planted.world.supervisor_class = planted_class
+    assert said in _found(timer_problems(planted), "pool_timer")
+
+
+class _Abrupt(Supervisor):
+    """Sends its workers no SIGTERM at its stop: each is SIGKILLed after the grace."""
+
+    def shutdown(self) -> None:
+        for proc in self.workers.values():
+            send = proc.signal
+            proc.signal = lambda signum, send=send: None if signum == SIGTERM else send(signum)  # type: ignore[method-assign,misc]
+        super().shutdown()
+
+
+def test_a_serving_supervisor_that_kills_its_workers_at_its_stop_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(supervision, "STOP_GRACE", 0.2)  # the grace it waits for nothing
+    planted.world.supervisor_class = _Abrupt
+    found = _found(serve_problems(planted), "pool_stop")
+    assert "of the stopping serve() supervisor was SIGKILLed" in found
