@@ -5,7 +5,8 @@ The in-process runner mimics the supervisor's claim; nothing it runs imports
 after the in-process stages passed, by what ``properties/test_pool.py`` runs under the
 profile: the calm schedules through both runners (the real pool must give the mimic's
 outcome and trace), the pool's own schedules under every invariant, then each fixed
-schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same).
+schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same),
+then the stories of supervisor states of :mod:`properties.pool_states`, each with its settings.
 Not shrunk; the first failure is the verdict.
 
 The supervisor is built in this process and forks its pool workers from it, so they run
@@ -29,6 +30,8 @@ from agent_runtime.observe.metrics import MULTIPROC_ENV
 
 from ..events import Event
 from ..pool_runner import PoolRunner
+from ..pool_states import SETTINGS as STATES
+from ..pool_states import state_problem
 from ..pool_stories import CALM, FIXED, STORMY, problem
 from ..pool_strategies import calm_schedules, pool_schedules
 from ..profiles import profile_settings
@@ -101,6 +104,11 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
             if found is not None:
                 raise PoolFinding(found)
             failing.pop()
+        for name in STATES:  # the supervisor states the draws never reach (class 21)
+            stage = f"pool: state story {name!r}"
+            found = state_problem(pool, name)
+            if found is not None:
+                raise PoolFinding(found)
         stage = "pool: the supervisor's command, --once"
         pool.reset()  # no run left: the command claims nothing and exits at once
         found = _command_once(database.url)
@@ -109,7 +117,7 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         error: Exception | None = None
         stage = (
             f"pool: {CALM[profile]} calm, {STORMY[profile]} pool, {len(FIXED)} fixed, "
-            "the command once"
+            f"{len(STATES)} state stories, the command once"
         )
     except Exception as exc:
         error = exc
