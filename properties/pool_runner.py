@@ -36,7 +36,10 @@ Every invariant of the other runners holds here too, and the pool's own:
   backoff after its first death since progress;
 - ``pool_ready``: at each pass, every pool worker its supervisor started has opened (the
   supervisor heard its hello) or is gone within ``READY_WAIT``: one whose hello is lost
-  keeps the supervisor from keeping a spare.
+  keeps the supervisor from keeping a spare;
+- ``pool_room`` (:mod:`properties.pool_watch`): never more than ``max_workers`` pool
+  workers, and a spare while there is room; a worker killed as stuck is explained only
+  by its run's idleness as the suite measures it.
 """
 
 from __future__ import annotations
