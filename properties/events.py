@@ -71,8 +71,10 @@ op                 what happens                                    fields
                    (pool mode)
 ``stop_supervisor``  SIGTERM to the supervisor: it stops its
                    workers and hands their runs back (pool mode)
-``rival_sweep``    a second supervisor on the same database
-                   sweeps (pool mode)
+``rival_sweep``    a second supervisor on the same database      seconds?
+                   sweeps (pool mode); with ``seconds``, the
+                   clock moves that much first (as a ``tick``)
+                   and the rival polls before the main one does
 ``configure``      workers started from now on run with          setting, n
                    ``setting`` (one of ``TUNABLE``: the client's
                    retries of a failed request, the bad answers a
@@ -218,8 +220,9 @@ class Event:
             raise ScheduleError(
                 f"tick needs seconds in (0, {MAX_SECONDS:.0f}], got {self.seconds!r}"
             )
-        if self.op == "sweep" and self.seconds is not None and not 0 <= self.seconds <= MAX_SECONDS:
-            raise ScheduleError(f"sweep seconds must be in [0, {MAX_SECONDS:.0f}]")
+        timed = self.op in ("sweep", "rival_sweep") and self.seconds is not None
+        if timed and not 0 <= (self.seconds or 0.0) <= MAX_SECONDS:
+            raise ScheduleError(f"{self.op} seconds must be in [0, {MAX_SECONDS:.0f}]")
         if self.op == "race_claim" and self.seconds is not None and not 0 < self.seconds <= 3600:
             raise ScheduleError("race_claim seconds (then the sweep claims) must be in (0, 3600]")
         if self.seq is not None and self.seq < 0:
@@ -292,8 +295,8 @@ class Event:
         if self.op == "cloud_fault" or self.op == "model_fault":
             amount = f"{self.seconds}s" if self.fault == "latency" else f"x{self.n}"
             return f"{self.op} {self.fault} {amount}"
-        if self.op == "sweep":
-            return "sweep" + ("" if self.seconds is None else f" +{self.seconds}s")
+        if self.op in ("sweep", "rival_sweep"):
+            return self.op + ("" if self.seconds is None else f" +{self.seconds}s")
         if self.op == "race_claim" and self.seconds is not None:
             return f"race_claim {self.run_name} +{self.seconds}s"
         if self.op == "tick":

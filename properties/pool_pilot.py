@@ -123,7 +123,7 @@ class PoolPilot(Pilot):
 
     def beat(self) -> Beat:
         channel = self.world.gates.channels.get(self.pid)
-        if channel is None:
+        if channel is None or self.exit is not None:  # gone (its supervisor killed it, say)
             return Beat(present=False)
         channel.send({"action": "beat"})
         answer = channel.receive(MESSAGE_TIMEOUT)

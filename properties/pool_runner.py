@@ -36,7 +36,10 @@ Every invariant of the other runners holds here too, and the pool's own:
   backoff after its first death since progress;
 - ``pool_ready``: at each pass, every pool worker its supervisor started has opened (the
   supervisor heard its hello) or is gone within ``READY_WAIT``: one whose hello is lost
-  keeps the supervisor from keeping a spare.
+  keeps the supervisor from keeping a spare;
+- ``pool_room`` (:mod:`properties.pool_watch`): never more than ``max_workers`` pool
+  workers, and a spare while there is room; a worker killed as stuck is explained only
+  by its run's idleness as the suite measures it.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from .events import Event
 from .pilots import CRASHED, Exit, Pilot, Start
 from .pool_checks import PoolChecks
 from .pool_pilot import PoolPilot
+from .pool_watch import WatchChecks, pid_of
 from .pool_world import SIGTERMED, PoolWorld, Supervised
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, scratch_dir
@@ -68,7 +72,7 @@ from .runner import SETTINGS, ScheduleRunner
 MAX_PASSES: Final = 8  # passes one event may cause (each hand-out may end a run at once)
 
 
-class PoolRunner(ScheduleRunner, PoolChecks):
+class PoolRunner(ScheduleRunner, PoolChecks, WatchChecks):
     """The real supervisor and pool; the mocks under uvicorn, as in the process runner."""
 
     mode = "pool"
@@ -117,6 +121,10 @@ class PoolRunner(ScheduleRunner, PoolChecks):
         if world is not None:
             world.cleanup()
         self._handing = {}
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._clear_watch()  # per example, kept past its cleanup for the stories' judges
 
     def close(self) -> None:
         if self._own_remotes:
@@ -167,7 +175,8 @@ class PoolRunner(ScheduleRunner, PoolChecks):
         if message.kind == SIGTERMED:
             return isinstance(w.pilot, PoolPilot) and w.pilot.terminated
         if message.kind == CRASHED and not w.crashed_by_us and isinstance(w.pilot, PoolPilot):
-            return w.pilot.hung  # the supervisor may kill a worker that stopped beating
+            # the supervisor may kill a worker that stopped beating, or one stuck
+            return w.pilot.hung or self._killed_as_stuck(w.pilot)
         return super()._expected(w, message)
 
     def _rec_of(self, tenure: PoolPilot) -> WorkerRec | None:
@@ -182,12 +191,16 @@ class PoolRunner(ScheduleRunner, PoolChecks):
         """One pass of supervisor ``name``: the leases it claimed and handed out, in order."""
         s = self.world.supervised(name)
         before = {row["id"]: row for row in sqlfile.rows(self.conn, "leases")}
+        watched = self._before_pass(s)
         procs = self.world.sweep(s)
+        killed = self._after_pass(s, watched)  # a stuck worker's run goes at once
         claimed: list[tuple[Lease, RunTask]] = []
         for proc in procs:
             lease = proc.lease
             assert lease is not None
-            self._check_live_claim(lease, before.get(lease.run_id))
+            prior = before.get(lease.run_id)
+            if prior is None or pid_of(prior["owner"]) not in killed:
+                self._check_live_claim(lease, prior)
             self.known[lease.run_id] = (lease.owner, lease.generation)
             self._handing[lease.run_id] = (s, proc)
             claimed.append((lease, RunTask(agent=self._agent_of(lease.run_id) or "", input=None)))
@@ -250,9 +263,13 @@ class PoolRunner(ScheduleRunner, PoolChecks):
         return "skipped (pool mode: the supervisor's long-lived workers keep their settings)"
 
     def _on_rival_sweep(self, e: Event) -> str:
+        beats = ""
+        if e.seconds:  # the clock moves, and the rival polls before the main one does
+            self._advance(e.seconds)
+            beats = self._beat_all() + "; "
         claimed = self._pass("rival")
         self.stats.count("rival sweep")
-        return f"the rival supervisor claimed {self._hand_out(claimed)}"
+        return f"{beats}the rival supervisor claimed {self._hand_out(claimed)}"
 
     def _on_sigterm(self, e: Event) -> str:
         w = self.active.get(e.run_name)

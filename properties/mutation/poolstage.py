@@ -6,6 +6,7 @@ after the in-process stages passed, by what ``properties/test_pool.py`` runs und
 profile: the calm schedules through both runners (the real pool must give the mimic's
 outcome and trace), the pool's own schedules under every invariant, then each fixed
 schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same),
+then the stories of supervisor states of :mod:`properties.pool_states`, each with its settings,
 the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.pool_loop`)
 and its command ``--once``.
 Not shrunk; the first failure is the verdict.
@@ -32,6 +33,8 @@ from agent_runtime.observe.metrics import MULTIPROC_ENV
 from ..events import Event
 from ..pool_loop import loop_problems
 from ..pool_runner import PoolRunner
+from ..pool_states import SETTINGS as STATES
+from ..pool_states import state_problem
 from ..pool_stories import CALM, FIXED, STORMY, problem
 from ..pool_strategies import calm_schedules, pool_schedules
 from ..profiles import profile_settings
@@ -104,6 +107,11 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
             if found is not None:
                 raise PoolFinding(found)
             failing.pop()
+        for name in STATES:  # the supervisor states the draws never reach (class 21)
+            stage = f"pool: state story {name!r}"
+            found = state_problem(pool, name)
+            if found is not None:
+                raise PoolFinding(found)
         stage = "pool: the supervisor's own loop (serve, drain, its timers)"
         looped = loop_problems(pool)
         if looped:
@@ -116,7 +124,7 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         error: Exception | None = None
         stage = (
             f"pool: {CALM[profile]} calm, {STORMY[profile]} pool, {len(FIXED)} fixed, "
-            "the loop, the command once"
+            f"{len(STATES)} state stories, the loop, the command once"
         )
     except Exception as exc:
         error = exc

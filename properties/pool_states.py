@@ -1,0 +1,243 @@
+"""Fixed stories of the supervisor states the pool world never reaches by itself
+(ARCHITECTURE.md, gap class 21), each with the settings it needs and a judge of exactly
+what must happen, at which event.
+
+The pool world's supervisors have room for :data:`~properties.pool_world.MAX_WORKERS`
+workers, keep the default ``stuck_after`` (600 s) and serve every agent of the suite. So:
+
+- ``lost``: a stalled (``SIGSTOP``) worker's lease runs out and a *rival* supervisor
+  polls first and takes the run (``rival_sweep`` with seconds); the main supervisor's
+  watchdog must see the run lost to its worker at its next pass (``worker-lost``), give
+  the worker one lease, then kill it (``worker-hung ... run_lost_ago=13.0s``) at its
+  second pass, not before; the run stays the rival's, claimed twice in all, done once;
+- ``full``: ``max_workers=2`` and three runs: the third waits while two workers are busy
+  and is handed on at the very pass that frees one; a worker's death in a full pool is
+  replaced only by its run's new worker; the pool is never above two (``pool_room``,
+  :mod:`properties.pool_watch`, checks every pass of every schedule);
+- ``stuck``: ``stuck_after=1``: a worker held at a gate, alive and beating, its run's last
+  progress at 0 s: the watchdog must leave it at 1 s (no progress for exactly
+  ``stuck_after``) and kill it at 2 s (``worker-stuck``), its run claimed again in that
+  pass and finished by its contract;
+- ``unserved``: a run of an agent no supervisor serves, the clock moved a second at a
+  time and the supervisor made to look at every pass: it names the run exactly when the
+  run has waited ``UNSERVED_AFTER`` polls, not a second earlier; then ``LIMIT`` more wait:
+  a look cut at its limit names the longest waiting and forgets none.
+
+Time moves only through the clock seam (the frozen ``cr_now()``); nothing sleeps.
+:func:`state_problem` replays one story on a :class:`~properties.pool_runner.PoolRunner`
+and says what went otherwise, or None; the mutation command's pool stage runs each.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+from agent_runtime.store.journal import Journal
+from agent_runtime.supervisor.unserved import LIMIT, UNSERVED_AFTER
+
+from . import sqlfile
+from .events import Event
+from .runner import LEASE
+from .runners import outcome_and_trace
+
+if TYPE_CHECKING:
+    from .pool_runner import PoolRunner
+
+SETTINGS: Final[dict[str, dict[str, float]]] = {
+    "lost": {},
+    "full": {"max_workers": 2},
+    "stuck": {"stuck_after": 1.0},
+    "unserved": {},
+}
+LOST: Final = [
+    Event(op="start", run=0, agent="support"),
+    Event(op="stall", run=0, point="after_intent", seq=1),
+    Event(op="rival_sweep", seconds=LEASE + 1),  # 2: the lease ran out; the rival is first
+    Event(op="sweep", seconds=0.0),  # 3: the main watchdog sees the run lost
+    Event(op="rival_sweep"),
+    Event(op="sweep"),  # 5: a lease and a second later: it kills the worker
+    Event(op="rival_sweep"),
+]
+FULL: Final = [
+    Event(op="start", run=0),
+    Event(op="start", run=1),
+    Event(op="start", run=2),  # 2: two busy of two: it waits
+    *[Event(op="step", run=0)] * 4,  # 6: r0 done: r2 goes to its worker
+    Event(op="crash", run=1, point="after_intent"),  # 7: a death in a full pool
+    Event(op="sweep", seconds=0.0),
+]
+STUCK: Final = [
+    Event(op="start", run=0),
+    Event(op="pause", run=0, point="after_intent", seq=1),  # its last progress, at 0 s
+    Event(op="tick", seconds=1.0),  # 2: no progress for 1 s: not more than stuck_after
+    Event(op="tick", seconds=1.0),  # 3: 2 s: stuck
+]
+STORIES: Final[dict[str, list[Event]]] = {"lost": LOST, "full": FULL, "stuck": STUCK}
+UNSERVED_AGENT: Final = "nobody-serves-this"
+SUPERVISOR_LOG: Final = "agent_runtime.supervisor"
+
+Said = list[tuple[int, str]]  # (index of the event being applied, log line)
+
+
+class _Heard(logging.Handler):
+    def __init__(self, where: Callable[[], int]) -> None:
+        super().__init__(logging.INFO)
+        self.where = where
+        self.lines: Said = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((self.where(), record.getMessage()))
+
+
+@contextmanager
+def _hearing(where: Callable[[], int]) -> Iterator[Said]:
+    """The supervisors' log lines while the block runs, each with ``where()`` then."""
+    handler = _Heard(where)
+    names = [f"{SUPERVISOR_LOG}.{m}" for m in ("supervision", "takeback", "unserved")]
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.INFO)
+        lg.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+
+
+@contextmanager
+def story_settings(pool: PoolRunner, name: str) -> Iterator[None]:
+    """The pool world's supervisors with story ``name``'s settings (started afresh)."""
+    world = pool.world
+    base = world.settings
+    world.cleanup()
+    world.settings = base.with_changes(**SETTINGS[name])
+    try:
+        yield
+    finally:
+        world.cleanup()
+        world.settings = base
+
+
+def state_problem(pool: PoolRunner, name: str) -> str | None:
+    """Replay story ``name`` (of :data:`SETTINGS`) with its settings; what went otherwise."""
+    with story_settings(pool, name):
+        if name == "unserved":
+            return _unserved(pool)
+        with _hearing(lambda: len(pool.trace)) as said:
+            outcome, trace = outcome_and_trace(pool, STORIES[name])
+        if isinstance(outcome, str):
+            return outcome
+        judge = {"lost": _judge_lost, "full": _judge_full, "stuck": _judge_stuck}[name]
+        found = judge(pool, outcome, trace, said)
+        return None if found is None else f"{found}\ntrace:\n" + "\n".join(trace)
+
+
+def _at(said: Said, pattern: str) -> list[tuple[int, str]]:
+    return [(i, line) for i, line in said if re.match(pattern, line)]
+
+
+def _judge_lost(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    if "the rival supervisor claimed r0" not in trace[2]:
+        return "the rival did not take the stalled worker's expired run"
+    lost = _at(said, r"worker-lost run=r0 pid=\d+ generation=1$")
+    hung = _at(said, r"worker-hung run=r0 ")
+    if [i for i, _ in lost] != [3]:
+        return f"worker-lost said at events {[i for i, _ in lost]}, not once at 3 (its next pass)"
+    killed = [(i, line.split()[-2]) for i, line in hung]
+    if killed != [(5, "run_lost_ago=13.0s")]:
+        return (
+            f"the stalled worker killed as lost at (event, measure) {killed}, not once at "
+            "event 5 with run_lost_ago=13.0s (a lease and a second after it saw the run lost)"
+        )
+    claims = sqlfile.rows(pool.conn, "pool_claims_of", {"run": "r0"})
+    takers = [(c["generation"], c["owner"].rsplit(":", 1)[0]) for c in claims]
+    if [g for g, _ in takers] != [1, 2] or takers[0][1] == takers[1][1]:
+        return f"r0 was claimed {takers}: once by the main supervisor, then by the rival only"
+    if outcome["r0"]["status"] != "done":
+        return f"r0 ended {outcome['r0']['status']}"
+    return None
+
+
+def _judge_full(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    if trace[2] != "start r2: created; claimed nothing":
+        return f"r2 did not wait for the full pool: {trace[2]!r}"
+    if "ended: done; the main supervisor hands on r2" not in trace[6]:
+        return f"r2 was not handed on the moment r0's worker was free: {trace[6]!r}"
+    sizes = [n for i, name, n, _ in pool.pool_sizes if name == "main" and i <= 8]
+    if max(sizes, default=0) != 2:
+        return f"the main supervisor's pool sizes after its passes: {sizes}, full at 2"
+    if any(outcome[r]["status"] != "done" for r in ("r0", "r1", "r2")):
+        return f"not every run is done: {[outcome[r]['status'] for r in ('r0', 'r1', 'r2')]}"
+    return None
+
+
+def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    stuck = _at(said, r"worker-stuck run=r0 pid=\d+ no_progress_for=2\.0s stuck_after=1s ")
+    kills = _at(said, "worker-(stuck|hung) ")
+    if [i for i, _ in kills] != [3] or len(stuck) != 1:
+        return f"the stuck worker was killed at {kills}: once, at event 3 (2 s)"
+    if "claimed r0" not in trace[3]:
+        return f"the stuck worker's run was not claimed again in that pass: {trace[3]!r}"
+    if outcome["r0"]["status"] != "done":
+        return f"r0 ended {outcome['r0']['status']}"
+    return None
+
+
+def _unserved(pool: PoolRunner) -> str | None:
+    """A run of an agent nobody serves, looked at every second (the supervisor's look
+    forced at every pass, as the world forces its watchdog); then ``LIMIT`` more."""
+    pool.reset()
+    world = pool.world
+    s = world.supervised("main")
+    journal = Journal(pool.conn)
+    seconds = [0]
+    waited = UNSERVED_AFTER * world.settings.poll
+
+    def look() -> set[str]:
+        s.supervisor.unserved._next = 0.0  # a poll has passed: it looks at this pass
+        world.sweep(s)
+        return set(s.supervisor.unserved.named)
+
+    try:
+        with _hearing(lambda: seconds[0]) as said:
+            journal.create_run("u0", UNSERVED_AGENT, None)
+            named: list[tuple[int, set[str]]] = []
+            while seconds[0] <= waited + 1:
+                named.append((seconds[0], look()))
+                pool._advance(1.0)
+                seconds[0] += 1
+            late = [f"u{n:03d}" for n in range(1, LIMIT + 1)]
+            for run in late:
+                journal.create_run(run, UNSERVED_AGENT, None)
+            started = seconds[0]
+            pool._advance(waited)
+            seconds[0] += int(waited)
+            cut = look()
+            again = look()
+    except Exception as exc:  # the supervisor's pass raised: its loop would die with it
+        return f"the unserved story raised {type(exc).__name__}: {exc}"
+    finally:
+        pool.cleanup()
+    wanted = [(t, {"u0"} if t >= waited else set()) for t, _ in named]
+    if named != wanted:
+        return f"runs named at each second: {named}, not {wanted} (UNSERVED_AFTER polls)"
+    first = _at(said, rf"unserved run=u0 agent={UNSERVED_AGENT} status=pending waited=")
+    if [t for t, _ in first] != [int(waited)]:
+        return f"u0 said unserved at seconds {first}, once at {waited:g}"
+    expected = {"u0", *late[: LIMIT - 1]}
+    if cut != expected or again != expected:
+        return (
+            f"a look cut at LIMIT {LIMIT} named {len(cut)} runs, then {len(again)} (the "
+            f"{LIMIT} longest waiting, kept): missing {sorted(expected - cut)[:3]}"
+        )
+    fresh = [line for t, line in said if t == started + int(waited) and " run=u" in line]
+    if len(fresh) != LIMIT - 1:
+        return f"the cut look said {len(fresh)} runs unserved, not the {LIMIT - 1} new ones"
+    return None
