@@ -33,7 +33,7 @@ from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease, RunTask
 
-from . import variants
+from . import handback, variants
 from .agents import DEFAULT_KIND, suite_agents
 
 Action = Literal["go", "crash", "kill"]
@@ -196,13 +196,18 @@ def beat(worker: Worker) -> Beat:
 
 
 def enter(worker: Worker, start: Start, support_url: str) -> None:
-    worker.run(
+    """Drive the run; what ``run`` hands back is judged here (:mod:`.handback`)."""
+    handback.received(
+        lambda: worker.run(
+            start.run_id,
+            agent=suite_agents(support_url)[start.kind].name,
+            lease=start.lease,
+            create=start.lease is None,
+            takeover=start.takeover,
+            task=start.task,
+        ),
+        worker.journal,
         start.run_id,
-        agent=suite_agents(support_url)[start.kind].name,
-        lease=start.lease,
-        create=start.lease is None,
-        takeover=start.takeover,
-        task=start.task,
     )
 
 
