@@ -52,9 +52,10 @@ SHRINK_BUDGET: Final = 10.0  # seconds Hypothesis may shrink; single deletions f
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))  # a step, or whichever comes next
 POINT: Final = st.sampled_from(CRASH_POINTS)
-# Clock moves around the two thresholds that matter: the tool timeout (1 s) and the
-# lease (12 s). A worker frozen through them is a stall shorter or longer than each.
-TICKS: Final = st.sampled_from((2.0, 11.0, 13.0, 0.5))
+# Clock moves around the thresholds that matter: the tool timeout (1 s), the lease (12 s)
+# and record_decision's minute (a decision after it refreshes updated_at: ``activity``).
+# A worker frozen through them is a stall shorter or longer than each.
+TICKS: Final = st.sampled_from((2.0, 11.0, 13.0, 0.5, 61.0))
 SWEEPS: Final = st.sampled_from((None, 11.0, 2.0, 0.0))  # None: one lease and a second
 
 
