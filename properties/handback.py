@@ -76,17 +76,22 @@ def logfmt(line: str) -> tuple[str, dict[str, str]]:
     return event, pairs
 
 
-def received(run: Callable[[], object], journal: Journal, run_id: str) -> None:
-    """Call ``run`` (a ``Worker.run``), judge what it hands back, and hand it on: its
+def received(
+    run: Callable[[], object], journal: Journal, run_id: str, *, returned: Callable[[], None]
+) -> None:
+    """Call ``run`` (a ``Worker.run``), tell ``returned`` at once (the pilot's own checks
+    of the moment it returned go first), judge what it handed back, and hand it on: its
     return value is dropped (the runner reads the journal), an exception raised again."""
     lines = _listen()
     try:
         outcome = run()
     except LeaseLost:
+        returned()
         judge_fencing(lines, journal, run_id)
         raise
     finally:
         _capture.lines.pop(threading.get_ident(), None)
+    returned()
     judge_outcome(outcome, journal, run_id)
 
 

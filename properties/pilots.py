@@ -195,8 +195,15 @@ def beat(worker: Worker) -> Beat:
     return Beat(present=True, expires=expires, lost=heartbeat.lost.is_set())
 
 
-def enter(worker: Worker, start: Start, support_url: str) -> None:
-    """Drive the run; what ``run`` hands back is judged here (:mod:`.handback`)."""
+def _nothing() -> None:
+    return None
+
+
+def enter(
+    worker: Worker, start: Start, support_url: str, *, returned: Callable[[], None] = _nothing
+) -> None:
+    """Drive the run; what ``run`` hands back is judged here (:mod:`.handback`), after
+    ``returned`` is told that it returned."""
     handback.received(
         lambda: worker.run(
             start.run_id,
@@ -208,6 +215,7 @@ def enter(worker: Worker, start: Start, support_url: str) -> None:
         ),
         worker.journal,
         start.run_id,
+        returned=returned,
     )
 
 
