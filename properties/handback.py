@@ -46,7 +46,9 @@ class _Capture(logging.Filter):
         self.lines: dict[int, list[str]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        self.lines.setdefault(threading.get_ident(), []).append(record.getMessage())
+        listening = self.lines.get(threading.get_ident())
+        if listening is not None:  # a pilot's thread, inside Worker.run
+            listening.append(record.getMessage())
         parent = logging.getLogger(STOPPING).parent
         return parent is None or record.levelno >= parent.getEffectiveLevel()
 
