@@ -19,6 +19,8 @@ plus those only the runner can judge, because it knows who ran between two snaps
   operator resolves it;
 - **backoff** (:mod:`properties.waits`): a tool's retry comes after one wait of exactly its
   declared backoff for that attempt, and a tool waits only before a retry;
+- **activity** (:mod:`properties.activity`): a run's ``updated_at`` keeps up with its
+  decisions (record_decision's throttle), after an event that journaled one;
 - **asked** (:mod:`properties.questions`, teardown): every question the model was asked
   carries its run's instructions and input.
 """
@@ -29,6 +31,7 @@ from abc import abstractmethod
 from datetime import datetime
 
 from . import baseline, invariants, questions, sqlfile
+from .activity import activity_truth
 from .agents import suite_agents
 from .attempts import attempts_truth
 from .baseline import Baseline
@@ -92,6 +95,9 @@ class Checks(Endings):
                     ask.lose("its decision was lost in a database crash", True)
         self.shadow.vanished.clear()
         found += invariants.no_divergence(now, self.asks)
+        if len(journaled) != getattr(self, "journaled_seen", 0):  # a decision since
+            self.journaled_seen = len(journaled)
+            found += activity_truth(self.conn)
         found += invariants.remote_truth(now)
         found += invariants.parked_truth(now)
         found += self._lease_checks(now)

@@ -51,9 +51,10 @@ PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))  # a step, or whichever comes next
 # where a worker may crash, pause or stall: every gate of a step, and a retry's backoff wait
 POINT: Final = st.sampled_from(GATES)
-# Clock moves around the two thresholds that matter: the tool timeout (1 s) and the
-# lease (12 s). A worker frozen through them is a stall shorter or longer than each.
-TICKS: Final = st.sampled_from((2.0, 11.0, 13.0, 0.5))
+# Clock moves around the thresholds that matter: the tool timeout (1 s), the lease (12 s)
+# and record_decision's minute (a decision after it refreshes updated_at: ``activity``).
+# A worker frozen through them is a stall shorter or longer than each.
+TICKS: Final = st.sampled_from((2.0, 11.0, 13.0, 0.5, 61.0))
 SWEEPS: Final = st.sampled_from((None, 11.0, 2.0, 0.0))  # None: one lease and a second
 
 

@@ -33,7 +33,7 @@ from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease, RunTask
 
-from . import variants
+from . import handback, variants
 from .agents import DEFAULT_KIND, suite_agents
 
 Action = Literal["go", "crash", "kill"]
@@ -195,14 +195,27 @@ def beat(worker: Worker) -> Beat:
     return Beat(present=True, expires=expires, lost=heartbeat.lost.is_set())
 
 
-def enter(worker: Worker, start: Start, support_url: str) -> None:
-    worker.run(
+def _nothing() -> None:
+    return None
+
+
+def enter(
+    worker: Worker, start: Start, support_url: str, *, returned: Callable[[], None] = _nothing
+) -> None:
+    """Drive the run; what ``run`` hands back is judged here (:mod:`.handback`), after
+    ``returned`` is told that it returned."""
+    handback.received(
+        lambda: worker.run(
+            start.run_id,
+            agent=suite_agents(support_url)[start.kind].name,
+            lease=start.lease,
+            create=start.lease is None,
+            takeover=start.takeover,
+            task=start.task,
+        ),
+        worker.journal,
         start.run_id,
-        agent=suite_agents(support_url)[start.kind].name,
-        lease=start.lease,
-        create=start.lease is None,
-        takeover=start.takeover,
-        task=start.task,
+        returned=returned,
     )
 
 

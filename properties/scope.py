@@ -67,7 +67,7 @@ from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
 from .runner import ScheduleRunner
-from .scope_stories import OUTAGE, before_db_crash, raced
+from .scope_stories import OUTAGE, before_db_crash, idle, raced
 from .waits import WAIT_POINT
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
@@ -76,7 +76,7 @@ POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", 
 WAIT_STORIES: Final = ("wait_outpaced", "wait_cancelled")
 STEP_STORIES: Final = (
     "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
-    "held_retried", "gave_up", "no_retries", *WAIT_STORIES,
+    "held_retried", "gave_up", "no_retries", *WAIT_STORIES, "idle",
 )  # fmt: skip
 READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
 READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
@@ -151,6 +151,8 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         )
     if how == "db_crash":
         return (start, Event(op="db_crash", run=0, point=point, seq=seq))
+    if how == "idle":  # a minute idle before a decision: record_decision's throttle
+        return (start, *idle(seq))
     if how == "cancelled":  # an operator cancels while the worker waits there; it goes on;
         return (  # a sweep, and someone's resume of the run, must leave it cancelled
             start,

@@ -57,3 +57,15 @@ def before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
         Event(op="sweep", seconds=0.0),
         Event(op="pause", run=0, point="after_call", seq=seq),
     )
+
+
+def idle(seq: int) -> tuple[Event, ...]:
+    """A minute and a second pass while the worker waits before its decision at ``seq``
+    (its heartbeat keeps the lease); it journals the decision and waits again: the run's
+    ``updated_at`` must have caught up with it (``activity``)."""
+    return (
+        Event(op="pause", run=0, point="before_decide", seq=seq),
+        Event(op="tick", seconds=61.0),
+        Event(op="pause", run=0, point="after_decide", seq=seq),
+        Event(op="step", run=0),
+    )

@@ -11,7 +11,7 @@ from cosmic_ray import work_item
 from cosmic_ray.testing import run_tests
 
 from .mutation import __main__ as mutation_main
-from .mutation import pymutants, report, sqlmutants
+from .mutation import pymutants, report, sqlmutants, tiers
 from .mutation.overlay import Overlay
 from .server import DATADIR_ENV, SuiteDatabase
 
@@ -191,3 +191,79 @@ def test_a_supervisor_command_that_misreads_its_options_is_killed_by_the_pool_st
         assert "after: pool: the supervisor's command, --once" in output, output
     finally:
         overlay.close()
+
+
+def test_every_sql_statement_and_mutated_module_is_in_exactly_one_tier() -> None:
+    """The protocol's statements are killed by the suite; the rest (retention, the schema
+    check, cluster, metrics, the operator's lists, the clock seam, pgbouncer's probe) by
+    their own tests/ files, which exist."""
+    root = Path(pymutants.__file__).parents[2]
+    package = root / "src/agent_runtime"
+    seen: dict[str, int] = {}
+    for path in sorted((package / "sql").glob("*.sql")):
+        if path.name in sqlmutants.SKIP_FILES:
+            continue
+        file = f"sql/{path.name}"
+        for query in sqlmutants.queries(path.read_text("utf-8"), file):
+            tier = tiers.sql_tier(file, query.name)  # KeyError: in no tier, or in both
+            seen[tier] = seen.get(tier, 0) + 1
+            if tier == tiers.TESTS:
+                assert all((root / f).is_file() for f in tiers.killers(file, query.name))
+    assert seen[tiers.PROTOCOL] > 30 and seen[tiers.TESTS] > 15, seen
+    named = {key for key in tiers.SQL_TESTS} | set(tiers.SQL_PROTOCOL)
+    statements = {
+        (f"sql/{p.name}", q.name)
+        for p in (package / "sql").glob("*.sql")
+        for q in sqlmutants.queries(p.read_text("utf-8"), f"sql/{p.name}")
+    }
+    assert named <= statements, named - statements  # no stale names
+    assert not set(pymutants.PATHS) & set(tiers.PY_TESTS)
+    for module, (path, killers) in tiers.PY_TESTS.items():
+        assert (package / path).is_file() and tiers.tier_of(module, "") == tiers.TESTS
+        assert all((root / f).is_file() for f in killers)
+    assert all(tiers.tier_of(m, "") == tiers.PROTOCOL for m in pymutants.PROTOCOL)
+    with pytest.raises(KeyError, match="no tier"):
+        tiers.sql_tier("sql/queries.sql.new", "anything")
+    nightly = (root / ".github/workflows/nightly.yml").read_text("utf-8")
+    assert 'args: "--tier tests"' in nightly  # the nightly's mutation job runs both tiers
+
+
+def test_the_driver_selects_by_tier_and_runs_each_mutant_with_its_tiers_command() -> None:
+    overlay = Overlay()
+    try:
+        args = mutation_main.build_parser().parse_args(["--sql", "--tier", "tests"])
+        chosen, _ = mutation_main.select(args, overlay.package)
+        assert chosen and {tiers.tier_of(m.module, m.where) for m in chosen} == {tiers.TESTS}
+        prune = next(m for m in chosen if m.where == "prune_batch")
+        assert mutation_main._command(prune, "suite").endswith(
+            "-m properties.mutation.testtier tests/test_prune.py"
+        )
+        args = mutation_main.build_parser().parse_args(["--sql"])
+        protocol, _ = mutation_main.select(args, overlay.package)
+        assert not {m.id for m in protocol} & {m.id for m in chosen}
+        assert any(m.where == "operator_cancel_run" for m in protocol)
+        assert mutation_main._command(protocol[0], "suite") == "suite"
+    finally:
+        overlay.close()
+
+
+def test_the_report_shows_the_two_tiers_apart(tmp_path: Path) -> None:
+    def result(ident: str, module: str, where: str, status: str) -> report.Result:
+        return report.Result(
+            id=ident, module=module, where=where, operator="flip_comparison", line=1,
+            status=status, seconds=1.0, detail="", diff="-a\n+b",
+        )  # fmt: skip
+
+    results = [
+        result("a", "sql/operator.sql", "operator_cancel_run", "killed"),
+        result("b", "sql/operator.sql", "operator_list_runs", "survived"),
+        result("c", "sql/prune.sql", "prune_batch", "killed"),
+    ]
+    out = tmp_path / "report.md"
+    data = report.write({r.id: r for r in results}, {}, out, context={})
+    assert data["tiers"]["protocol"]["sql/operator.sql"]["total"] == 1
+    assert data["tiers"]["tests"]["sql/operator.sql"]["survived"] == 1
+    assert data["tiers"]["tests"]["sql/prune.sql"]["killed"] == 1
+    text = out.read_text()
+    protocol, tests = text.split("### Tier: protocol")[1].split("### Tier: tests")
+    assert "sql/prune.sql" not in protocol and "sql/prune.sql" in tests

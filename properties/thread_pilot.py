@@ -187,6 +187,7 @@ class ThreadPilot(Pilot):
         self.waits = waits.WaitLog()  # every wait it makes, and its tools' attempts
         self._beating: Heartbeat | None = None  # the heartbeat whose thread it started
         self._heartbeat_thread: threading.Thread | None = None
+        self._returned_seen = False  # Worker.run returned: its heartbeat was looked at
         self._outlived = False  # its heartbeat's thread still ran when Worker.run returned
         self._worker = build_worker(
             variant,
@@ -273,21 +274,27 @@ class ThreadPilot(Pilot):
         _current.pilot = self
         waits.bind(self.waits)
         try:
-            enter(self._worker, self.start, self._support_url)
+            enter(self._worker, self.start, self._support_url, returned=self._returned)
         except InjectedCrash:
             message = Exit(kind=CRASHED)
         except BaseException as exc:  # everything else is evidence: report it
             message = Exit(kind=type(exc).__name__, detail=str(exc)[:500])
         finally:
-            thread = self._heartbeat_thread  # Worker.run has stopped its heartbeat
-            if thread is not None:
-                self._outlived = thread.is_alive()
-                _beating_for.pop(thread.ident or 0, None)
+            self._returned()
             with contextlib.suppress(Exception):
                 self._worker.close_clients()
             self._pool.give_back(self._conn, healthy=not self.dropped)
             self.body.end(reap=not self._killed)
             self._inbox.put(message)
+
+    def _returned(self) -> None:
+        """Worker.run returned or raised (before anything is judged of what it handed back):
+        its heartbeat must have stopped."""
+        thread = self._heartbeat_thread
+        if thread is not None and not self._returned_seen:
+            self._returned_seen = True
+            self._outlived = thread.is_alive()
+            _beating_for.pop(thread.ident or 0, None)
 
     def next(self, timeout: float = MESSAGE_TIMEOUT) -> Message:
         message = self._receive(timeout)

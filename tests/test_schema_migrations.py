@@ -60,6 +60,18 @@ def fresh(database_url: str) -> dict[str, list[dict[str, Any]]]:
         return catalog(conn)
 
 
+def test_a_runs_table_of_another_schema_is_not_the_databases(database_url: str) -> None:
+    """Only the ``runs`` on the search path is crashresume's: another schema's (another
+    application's, with its own comment) makes no database legacy, nor names its version."""
+    with scratch_database(database_url) as url, db.connection(url) as conn:
+        conn.execute("CREATE SCHEMA other")
+        conn.execute("CREATE TABLE other.runs (id text)")
+        conn.execute("COMMENT ON TABLE other.runs IS 'crashresume schema 3'")
+        assert migrate.read_state(conn) == migrate.State(kind="empty", version=0)
+        conn.execute(MADE_BY[0].read_text("utf-8"), prepare=False)  # the first: no comment
+        assert migrate.read_state(conn) == migrate.State(kind="legacy", version=1)
+
+
 @pytest.mark.parametrize("made_by", MADE_BY, ids=[p.stem for p in MADE_BY])
 def test_a_database_made_by_each_shipped_schema_migrates_to_what_schema_sql_makes(
     made_by: Path, database_url: str, fresh: dict[str, Any]

@@ -1,6 +1,10 @@
 """``python -m properties.mutation``: run mutants against the suite and report.
 
-Without ``--modules`` or ``--sql`` every protocol module and every SQL file is mutated.
+Without ``--modules`` or ``--sql`` every module and every SQL statement of the tier is
+mutated: ``--tier protocol`` (the default) the protocol's, killed by
+:mod:`.check`; ``--tier tests`` what the protocol never runs, each killed by its own
+``tests/`` files (:mod:`.tiers`, :mod:`.testtier`); ``--tier all`` both. Each mutant
+runs its own tier's killing command.
 ``--limit N`` samples at most N mutants of each module, deterministically (``--seed``).
 Results go to ``--results`` (JSON lines; mutants already there are not run again, so a
 run resumes, and runs add up); the report covers every result in that file.
@@ -25,7 +29,7 @@ from cosmic_ray.testing import run_tests
 from cosmic_ray.work_item import TestOutcome
 
 from ..server import DATADIR_ENV, SuiteDatabase
-from . import pymutants, report, sqlmutants
+from . import pymutants, report, sqlmutants, tiers
 from .mutants import Mutant
 from .overlay import Overlay
 
@@ -41,7 +45,13 @@ T = TypeVar("T")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m properties.mutation", description=__doc__)
     parser.add_argument(
-        "--modules", nargs="*", choices=pymutants.PROTOCOL, help="Python modules to mutate"
+        "--modules", nargs="*", choices=tuple(pymutants.ALL_PATHS), help="Python modules to mutate"
+    )
+    parser.add_argument(
+        "--tier",
+        choices=(*tiers.TIERS, "all"),
+        default=tiers.PROTOCOL,
+        help="protocol (default): killed by the suite; tests: by their tests/ files; all",
     )
     parser.add_argument("--sql", action="store_true", help="mutate the runtime's SQL")
     parser.add_argument(
@@ -75,7 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[str, int]]:
     """The mutants to run, module by module, sampled; and the places left out, by reason."""
-    python = args.modules if args.modules is not None else ([] if args.sql else pymutants.PROTOCOL)
+    python = (
+        args.modules
+        if args.modules is not None
+        else ([] if args.sql else list(pymutants.ALL_PATHS))
+    )
+    python = [m for m in python if _in_tier(args, m, "")]
     chosen: list[Mutant] = []
     excluded: dict[str, int] = {}
     for module in python:
@@ -94,6 +109,8 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
             names = [n for n in names if n != "fenced"] + sqlmutants.fenced_writes(text)
         by_module: dict[str, list[Mutant]] = {}
         for m in sqlmutants.mutants(package, names=names):
+            if not _in_tier(args, m.module, m.where):
+                continue
             by_module.setdefault(m.module, []).append(m)
         for module, ms in by_module.items():
             chosen += _sample(ms, args, module)
@@ -102,6 +119,18 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
     if args.ids:
         chosen = [m for m in chosen if m.id in args.ids]
     return _interleaved(chosen), excluded
+
+
+def _in_tier(args: argparse.Namespace, module: str, where: str) -> bool:
+    return bool(args.tier == "all" or tiers.tier_of(module, where) == args.tier)
+
+
+def _command(mutant: Mutant, protocol: str) -> str:
+    """The mutant's own tier's killing command (``protocol``: the suite's, as run)."""
+    if tiers.tier_of(mutant.module, mutant.where) == tiers.TESTS:
+        files = " ".join(tiers.killers(mutant.module, mutant.where))
+        return f"{sys.executable} -m properties.mutation.testtier {files}"
+    return protocol + " --pool" * (mutant.module in POOL_MODULES)
 
 
 def _interleaved(mutants: list[Mutant]) -> list[Mutant]:
@@ -126,15 +155,15 @@ def _sample(items: list[T], args: argparse.Namespace, module: str) -> list[T]:
 
 def run_one(mutant: Mutant, overlay: Overlay, command: str, timeout: float) -> report.Result:
     began = time.monotonic()
-    if mutant.module in POOL_MODULES:
-        command += " --pool"
     with overlay.applied(mutant):
-        outcome, output = run_tests(command, timeout)
+        outcome, output = run_tests(_command(mutant, command), timeout)
     seconds = time.monotonic() - began
     if output == "timeout":
         status, detail = "timeout", f"no verdict within {timeout:.0f}s"
     elif f"agent_runtime={overlay.package}" not in output:
         status, detail = "error", "the command did not import the mutated copy: " + _tail(output)
+    elif "no verdict:" in output:
+        status, detail = "error", _lines(output, "no verdict:")
     elif outcome == TestOutcome.SURVIVED:
         status, detail = "survived", _lines(output, "in-process:", "survived:")
     elif outcome == TestOutcome.KILLED:
@@ -200,12 +229,18 @@ def _run(
         if args.no_baseline and args.timeout:
             baseline = 0.0
         else:
-            pooled = any(m.module in POOL_MODULES for m in todo)
-            outcome, output = run_tests(command + " --pool" * pooled, args.timeout or 3600)
-            baseline = time.monotonic() - began
-            if outcome != TestOutcome.SURVIVED or f"agent_runtime={overlay.package}" not in output:
-                print(f"the unmutated runtime does not pass, or the copy was not used:\n{output}")
-                return 2
+            # each killing command the mutants need, once, on the unmutated copy
+            commands = dict.fromkeys(_command(m, command) for m in todo)
+            for each in commands or [command]:
+                outcome, output = run_tests(each, args.timeout or 3600)
+                if (
+                    outcome != TestOutcome.SURVIVED
+                    or f"agent_runtime={overlay.package}" not in output
+                ):
+                    print(f"the unmutated runtime does not pass {each}, or the copy was not used:"
+                          f"\n{output}")  # fmt: skip
+                    return 2
+            baseline = (time.monotonic() - began) / max(1, len(commands))
         timeout = args.timeout or max(MIN_TIMEOUT, TIMEOUT_FACTOR * baseline)
         print(f"unmutated: passed in {baseline:.1f}s; timeout per mutant {timeout:.0f}s")
         for i, mutant in enumerate(todo, 1):
@@ -221,9 +256,11 @@ def _run(
     _write_report(
         args,
         {
+            "tier": args.tier,
             "command": "python -m properties.mutation.check"
             + (" --no-hypothesis" if args.scope_only else "")
-            + (" (--pool for " + ", ".join(sorted(POOL_MODULES)) + ")"),
+            + (" (--pool for " + ", ".join(sorted(POOL_MODULES)) + ")")
+            + "; tests tier: python -m properties.mutation.testtier <its tests/ files>",
             "unmutated seconds": round(baseline, 1),
             "timeout per mutant": round(timeout, 1),
             "places left out (equivalent by construction)": excluded,
@@ -238,12 +275,13 @@ def _write_report(args: argparse.Namespace, context: dict[str, object]) -> None:
     results = report.load_results(args.results)
     annotations = report.load_annotations(args.annotations)
     data = report.write(results, annotations, args.report, context=context)
-    for module, row in data["modules"].items():
-        print(
-            f"{module}: {row['killed'] + row['timeout']}/{row['total']} killed "
-            f"({row['timeout']} by timeout), {row['survived']} survived "
-            f"({row['equivalent']} equivalent)"
-        )
+    for tier, modules in data["tiers"].items():
+        for module, row in modules.items():
+            print(
+                f"{tier} tier, {module}: {row['killed'] + row['timeout']}/{row['total']} killed "
+                f"({row['timeout']} by timeout), {row['survived']} survived "
+                f"({row['equivalent']} equivalent)"
+            )
     print(f"report: {args.report}")
 
 

@@ -31,6 +31,7 @@ from cosmic_ray.ast import ast_nodes, get_ast
 from cosmic_ray.ast.ast_query import ASTQuery
 from cosmic_ray.mutating import mutate_code
 
+from . import tiers
 from .mutants import Mutant, digest, unified_diff
 
 # The protocol's modules by the short name mutant ids carry, and where each file lives.
@@ -51,6 +52,8 @@ PATHS: Final = {
     "workerpool": "supervisor/workerpool.py",
 }
 PROTOCOL: Final = tuple(PATHS)
+# Every module mutated, either tier's (tiers.PY_TESTS: killed by their tests/ files).
+ALL_PATHS: Final = {**PATHS, **{name: path for name, (path, _) in tiers.PY_TESTS.items()}}
 LOGGERS: Final = frozenset({"log", "logger"})
 
 Position = tuple[int, int]  # (line, column), as parso and ast count them
@@ -150,7 +153,7 @@ class ModuleMutants:
 
 
 def enumerate_module(package: Path, module: str) -> ModuleMutants:
-    source = (package / PATHS[module]).read_text("utf-8")
+    source = (package / ALL_PATHS[module]).read_text("utf-8")
     spans = excluded_spans(source)
     kept: list[Place] = []
     excluded: dict[str, int] = {}
@@ -175,7 +178,7 @@ def mutant(package: Path, module: str, place: Place) -> Mutant | None:
     """The mutant of one place (None if cosmic-ray finds nothing to change there, or the
     mutant is not Python: cosmic-ray reads the ``**`` of ``{**row}`` as a power, and
     ``{|row}`` is no mutant of anything)."""
-    path = PATHS[module]
+    path = ALL_PATHS[module]
     source = (package / path).read_text("utf-8")
     if _is_marker(source, place.start):
         return None

@@ -2,8 +2,10 @@
 
 Each mutant's result is one JSON line in the results file (a run can be resumed, and
 several runs add up). The report (markdown, and the same as JSON beside it) gives per
-module: killed, killed by timeout, survived, errors, total, and the score; and every
-survivor with its diff and its verdict: ``equivalent: <why>`` when
+module: killed, killed by timeout, survived, errors, total, and the score -- one table a
+tier (:mod:`.tiers`: the protocol's, killed by the suite; the tests tier's, by their own
+``tests/`` files), never added up; and every survivor with its diff and its verdict:
+``equivalent: <why>`` when
 ``properties/mutation/equivalent.toml`` says so (checked in, one ``[[equivalent]]``
 table per mutant: ``id``, ``why``), else ``open`` -- a gap in the suite.
 """
@@ -16,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from . import tiers
 
 ANNOTATIONS: Final = Path(__file__).resolve().parent / "equivalent.toml"
 STATUSES: Final = ("killed", "timeout", "survived", "error")
@@ -112,39 +116,62 @@ def write(
     data = {
         **context,
         "modules": per_module,
+        "tiers": {
+            tier: summary([r for r in ordered if tier_of(r) == tier], annotations)
+            for tier in tiers.TIERS
+        },
         "survivors": survivors,
         "results": [asdict(r) for r in ordered],
     }
     report.parent.mkdir(parents=True, exist_ok=True)
     report.with_suffix(".json").write_text(json.dumps(data, indent=2), "utf-8")
-    report.write_text(markdown(per_module, survivors, ordered, context), "utf-8")
+    report.write_text(markdown(annotations, survivors, ordered, context), "utf-8")
     return data
 
 
+def tier_of(r: Result) -> str:
+    """A result's tier (a SQL file's statements may be of both: operator.sql's are)."""
+    try:
+        return tiers.tier_of(r.module, r.where)
+    except KeyError:  # a statement since renamed: the suite's, as before the tiers
+        return tiers.PROTOCOL
+
+
 def markdown(
-    per_module: Mapping[str, Mapping[str, Any]],
+    annotations: Mapping[str, str],
     survivors: list[dict[str, Any]],
     ordered: list[Result],
     context: Mapping[str, Any],
 ) -> str:
     lines = ["# Mutation report", ""]
     lines += [f"- {key}: {value}" for key, value in context.items()]
-    lines += [
-        "",
-        "| module | killed | timeout | survived | of them equivalent | error | total "
-        "| score (killed+timeout)/total | without equivalent | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, row in per_module.items():
-        lines.append(
-            f"| {name} | {row['killed']} | {row['timeout']} | {row['survived']} "
-            f"| {row['equivalent']} | {row['error']} | {row['total']} | {_pct(row['score'])} "
-            f"| {_pct(row['score_without_equivalent'])} | {row['seconds']} |"
-        )
+    for tier, title in (
+        (tiers.PROTOCOL, "protocol (killed by python -m properties.mutation.check)"),
+        (tiers.TESTS, "tests (killed by each statement's or module's own tests/ files)"),
+    ):
+        mine = [r for r in ordered if tier_of(r) == tier]
+        if not mine:
+            continue
+        rows = summary(mine, annotations)
+        lines += [
+            "",
+            f"### Tier: {title}",
+            "",
+            "| module | killed | timeout | survived | of them equivalent | error | total "
+            "| score (killed+timeout)/total | without equivalent | seconds |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, row in rows.items():
+            lines.append(
+                f"| {name} | {row['killed']} | {row['timeout']} | {row['survived']} "
+                f"| {row['equivalent']} | {row['error']} | {row['total']} | {_pct(row['score'])} "
+                f"| {_pct(row['score_without_equivalent'])} | {row['seconds']} |"
+            )
     lines += ["", f"## Survivors ({len(survivors)})", ""]
     for s in survivors:
         lines += [
-            f"### `{s['id']}` ({s['where']}, line {s['line']}, {s['operator']})",
+            f"### `{s['id']}` ({s['where']}, line {s['line']}, {s['operator']}, "
+            f"tier {tier_of(Result.from_json(s))})",
             "",
             f"**{s['verdict']}**",
             "",

@@ -1,0 +1,92 @@
+"""What a worker hands back (its ``Outcome``, its fencing log lines) and its last activity,
+each judged against the slip it exists to catch (mutation testing's gap class 17: see
+ARCHITECTURE.md). Each slip is planted in this process's runtime (the in-process runner's
+workers are threads)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agent_runtime.loop import stopping
+from agent_runtime.loop.outcome import Outcome
+
+from .events import Event
+from .handback import logfmt
+from .minimise import first_failure
+from .runners import InProcessRunner
+from .server import SuiteDatabase
+from .test_stories import plant_sql
+
+# A zombie: r0's first worker stalls before deciding, the sweep hands the run to another,
+# which finishes it; the first wakes up fenced.
+ZOMBIE = (
+    Event(op="start", run=0, agent="provisioning"),
+    Event(op="stall", run=0, point="before_decide", seq=0),
+    Event(op="sweep"),
+    Event(op="step", run=0),
+    Event(op="resume", run=0),
+)
+# r0 waits before its first decision while two minutes pass (its heartbeat keeps the
+# lease), then journals that decision and waits again.
+IDLE = (
+    Event(op="start", run=0, agent="provisioning"),
+    Event(op="pause", run=0, point="before_decide", seq=0),
+    Event(op="tick", seconds=120.0),
+    Event(op="pause", run=0, point="after_decide", seq=0),
+    Event(op="resume", run=0),
+)
+
+
+@pytest.fixture
+def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
+    made = InProcessRunner(suite_database.url, server=suite_database)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
+    found = first_failure(runner, events)
+    return "" if found is None else str(found)
+
+
+def test_a_fenced_worker_must_say_who_holds_its_run(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert failure(runner, ZOMBIE) == ""
+    # stopping:explain_fencing's `if run is not None` flipped: silent while the run exists
+    monkeypatch.setattr(stopping, "explain_fencing", lambda journal, lease: None)
+    assert "HandedBack: a fenced worker of r0 did not say who holds it now" in failure(
+        runner, ZOMBIE
+    )
+
+
+def test_the_outcome_a_worker_returns_must_be_immutable(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = (Event(op="start", run=0, agent="provisioning"),)
+    assert failure(runner, events) == ""
+    # outcome's `frozen=True` made False: an Outcome anyone may change after the fact
+    monkeypatch.setattr(Outcome, "__setattr__", object.__setattr__)
+    assert "the Outcome of r0 can be changed" in failure(runner, events)
+
+
+def test_a_decision_after_a_minute_idle_must_refresh_the_runs_activity(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert failure(runner, IDLE) == ""
+    # the throttle flipped: updated_at refreshed only while it is fresh
+    plant_sql(monkeypatch, "sql/queries.sql:record_decision:flip_comparison:fc46c922")
+    assert "[activity] run r0" in failure(runner, IDLE)
+
+
+def test_logfmt_reads_the_fencing_lines_and_refuses_other_text() -> None:
+    assert logfmt("fenced run=r0 generation=2 reason='LeaseLost: a b=c'") == (
+        "fenced",
+        {"run": "r0", "generation": "2", "reason": "'LeaseLost: a b=c'"},
+    )
+    with pytest.raises(ValueError, match="not logfmt"):
+        logfmt("lost-run the run r0 is gone")
