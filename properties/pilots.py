@@ -29,6 +29,7 @@ import httpx
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
 from agent_runtime.hostid import host_identity
+from agent_runtime.loop.outcome import Outcome
 from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease, RunTask
@@ -140,13 +141,16 @@ def build_worker(
     transports: dict[str, httpx.BaseTransport] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     heartbeat_connect: Callable[[], db.Connection],
+    kind: str | None = None,
 ) -> Worker:
-    """A worker of the variant's kind with every agent of the suite (``transports``: the
-    in-process remotes by name; none: the URLs in ``settings`` and ``support_url``)."""
+    """A worker of the variant's kind with the agent of the run's ``kind`` alone (None:
+    every agent of the suite; ``transports``: the in-process remotes by name; none: the
+    URLs in ``settings`` and ``support_url``)."""
+    agents = suite_agents(support_url)
     return variant.worker.build(
         variant.journal(conn),
         settings,
-        agents=list(suite_agents(support_url).values()),
+        agents=list(agents.values()) if kind is None else [agents[kind]],
         transports=transports,
         sleep=sleep,
         crash=GatePlan(hook=hook),
@@ -195,10 +199,12 @@ def beat(worker: Worker) -> Beat:
     return Beat(present=True, expires=expires, lost=heartbeat.lost.is_set())
 
 
-def enter(worker: Worker, start: Start, support_url: str) -> None:
-    worker.run(
+def enter(worker: Worker, start: Start, support_url: str) -> Outcome:
+    name = suite_agents(support_url)[start.kind].name
+    return worker.run(
         start.run_id,
-        agent=suite_agents(support_url)[start.kind].name,
+        # a worker of one agent starts a new run of it without naming it: its default
+        agent=None if list(worker.agents) == [name] else name,
         lease=start.lease,
         create=start.lease is None,
         takeover=start.takeover,

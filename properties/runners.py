@@ -17,14 +17,16 @@ from typing import Any, Literal
 
 from .disruptions import CrashableServer
 from .events import Event
+from .logged import WorkerLines, replayed_truth
 from .minimise import first_failure
+from .outcomes import outcome_truth
 from .pilots import Pilot, Start
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
 from .runner import ScheduleRunner
 from .server import SuiteDatabase
 from .thread_pilot import ConnectionPool, ThreadPilot
-from .violations import Violation, Violations
+from .violations import Violation, Violations, raise_if
 
 __all__ = ["InProcessRunner", "ProcessRunner", "first_failure", "make_runner", "suite_database"]
 
@@ -50,11 +52,27 @@ class InProcessRunner(ScheduleRunner):
     ) -> None:
         self._remotes = InProcessRemotes()
         self._pool = ConnectionPool(url)
+        self._lines = WorkerLines().install()  # its workers' `replayed` lines (logged.py)
         super().__init__(url, variant=variant, remotes=self._remotes, server=server)
 
     def close(self) -> None:
         super().close()
         self._pool.close()
+        self._lines.remove()
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._lines.clear()
+
+    def check_final(self) -> None:
+        super().check_final()
+        now = self.observe()
+        returned = [
+            (w.label, w.run, w.pilot.outcome)
+            for w in self.workers
+            if isinstance(w.pilot, ThreadPilot) and w.pilot.outcome is not None
+        ]
+        raise_if(replayed_truth(now, self._lines.taken()) + outcome_truth(now, returned))
 
     def _after_db_crash(self) -> None:
         self._pool.drop()  # every spare connection died with the server

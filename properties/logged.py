@@ -1,0 +1,92 @@
+"""What the in-process workers log, and the check that a resumed run says what it replayed.
+
+The runtime's ``replayed run=R seq=N ...`` line (``Worker._drive``) tells an operator that
+a worker acted on a decision an earlier owner journaled instead of asking the model again
+(docs/04-operating-it.md; its text is tested in tests/test_log_lines.py). The in-process
+runner's workers are threads of its own process, so :class:`WorkerLines` keeps the lines of
+the worker's logger while the runner lives (not passed on to the root logger: the suite's
+commands log nothing but violations).
+
+**replayed** (teardown, in-process runner): a done run whose final decision was journaled
+by an earlier generation than the one that finished it (``finish_run`` is fenced by the
+finisher's generation, and nothing claims a done run) was finished by a worker that read
+that decision back, so it logged ``replayed`` for that step. Without it a worker that never
+logs the line (``_drive``'s generation test flipped to ``>``) passed the whole suite
+(seed-43 sample, docs/mutation-report-2026-12-04-seed43.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Final
+
+from agent_runtime.llm.conversation import DONE
+
+from .observe import Snapshot
+from .violations import Violation
+
+WORKER_LOGGER: Final = "agent_runtime.loop.worker"
+KEPT: Final = ("replayed ",)  # the lines kept: the check reads no others
+
+
+class WorkerLines(logging.Handler):
+    """The worker logger's lines that start with one of :data:`KEPT`, while installed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self._guard = threading.Lock()
+        self._logger = logging.getLogger(WORKER_LOGGER)
+        self._saved = (self._logger.level, self._logger.propagate)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(KEPT):
+            with self._guard:
+                self.lines.append(message)
+
+    def install(self) -> WorkerLines:
+        self._logger.setLevel(logging.INFO)
+        self._logger.propagate = False
+        self._logger.addHandler(self)
+        return self
+
+    def remove(self) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._saved[0])
+        self._logger.propagate = self._saved[1]
+
+    def clear(self) -> None:
+        with self._guard:
+            self.lines.clear()
+
+    def taken(self) -> list[str]:
+        with self._guard:
+            return list(self.lines)
+
+
+def replayed_truth(now: Snapshot, lines: list[str]) -> list[Violation]:
+    """**replayed**: see the module's doc."""
+    found: list[Violation] = []
+    for run, row in now.runs.items():
+        if row.status != "done":
+            continue
+        finals = [d for d in now.decisions.get(run, {}).values() if d.tool == DONE]
+        if not finals:
+            continue
+        final = max(finals, key=lambda d: d.seq)
+        if final.generation >= row.generation:
+            continue
+        said = f"replayed run={run} seq={final.seq} "
+        if not any(line.startswith(said) for line in lines):
+            found.append(
+                Violation(
+                    "replayed",
+                    run,
+                    final.seq,
+                    f"generation {row.generation} finished the run on the final decision "
+                    f"generation {final.generation} journaled, yet logged no `{said.strip()}`",
+                )
+            )
+    return found

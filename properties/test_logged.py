@@ -1,0 +1,103 @@
+"""The ``replayed`` and ``outcome`` checks against the slips they exist to catch: a worker
+that finishes a run on a decision an earlier owner journaled and never says so
+(``properties/logged.py``), and the outcome of a run found done told wrong
+(``properties/outcomes.py``); and a worker of one agent that will not start a run without
+its name (``pilots.enter``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_runtime.loop import outcome, worker
+from agent_runtime.loop.outcome import Outcome, UnknownAgentChoice
+from agent_runtime.store.journal import Journal
+from agent_runtime.tools.agent import Agent
+
+from .events import Event
+from .minimise import first_failure
+from .runners import InProcessRunner
+from .scope import story
+from .server import SuiteDatabase
+
+# the provisioning run's final answer is step 3: a crash right after it was journaled
+FINAL_DECIDED_THEN_CRASH = story("provisioning", "crash", "after_decide", 3)
+
+
+@pytest.fixture
+def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
+    made = InProcessRunner(suite_database.url, server=suite_database)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+class _Unsaid:
+    """``worker.log`` as ``_drive``'s ``!=`` -> ``>`` mutant (1454b083) leaves it: no
+    ``replayed`` line, every other line as before."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._log = log
+
+    def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if not msg.startswith("replayed "):
+            self._log.info(msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+
+def test_a_run_finished_on_a_replayed_final_decision_says_so(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert first_failure(runner, FINAL_DECIDED_THEN_CRASH) is None
+    monkeypatch.setattr(worker, "log", _Unsaid(worker.log))
+    found = first_failure(runner, FINAL_DECIDED_THEN_CRASH)
+    assert found is not None
+    assert "[replayed] run r0 step 3: generation 2 finished the run" in str(found)
+
+
+def test_the_outcome_of_a_run_found_done_is_the_journals(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart after the run finished: ``Worker.run`` finds it done (``already_done``)."""
+    events = (*FINAL_DECIDED_THEN_CRASH, Event(op="restart", run=0))
+    assert first_failure(runner, events) is None
+    real = outcome.already_done
+
+    def doubled(journal: Journal, run_id: str) -> Outcome:  # the `sum(2 ...)` mutant's
+        return dataclasses.replace(real(journal, run_id), steps=6)
+
+    monkeypatch.setattr(worker, "already_done", doubled)
+    found = first_failure(runner, events)
+    assert found is not None
+    assert "[outcome] run r0: w3 returned steps=6, the journal 3 resolved calls" in str(found)
+
+
+def _chosen_of_none(self: worker.Worker, agent: Agent | str | None) -> Agent:
+    """``Worker._chosen`` as its ``!= 1`` -> ``!= 0`` mutant (e266d3f8) has it: a worker of
+    one agent refuses a new run that does not name it."""
+    if agent is None and len(self.agents) != 0:
+        raise UnknownAgentChoice(sorted(self.agents))
+    return real_chosen(self, agent)
+
+
+real_chosen = worker.Worker._chosen
+
+
+def test_a_worker_of_one_agent_starts_a_run_without_naming_it(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker of the suite has its run's agent alone, and a new run names none: the
+    default a worker of one agent takes (``pilots.enter``)."""
+    events = (Event(op="start", run=0, agent="support"),)
+    assert first_failure(runner, events) is None
+    monkeypatch.setattr(worker.Worker, "_chosen", _chosen_of_none)
+    found = first_failure(runner, events)
+    assert found is not None
+    assert "stopped with UnknownAgentChoice" in str(found)
