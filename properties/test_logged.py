@@ -101,3 +101,27 @@ def test_a_worker_of_one_agent_starts_a_run_without_naming_it(
     found = first_failure(runner, events)
     assert found is not None
     assert "stopped with UnknownAgentChoice" in str(found)
+
+
+@pytest.mark.parametrize(
+    ("params", "caught"),
+    [
+        ({"frozen": False}, "an unhashable Outcome (not frozen)"),  # seed 41's 5656ac47
+        ({"kw_only": False}, "made from positional arguments"),  # seed 43's 4b7ba424
+    ],
+)
+def test_the_outcome_is_of_its_public_type(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, params: dict[str, bool], caught: str
+) -> None:
+    events = (Event(op="start", run=0, agent="support"),)
+    assert first_failure(runner, events) is None
+    fields = [
+        (f.name, f.type, dataclasses.field(default=f.default)) for f in dataclasses.fields(Outcome)
+    ]
+    made = dataclasses.make_dataclass(
+        "Outcome", fields, **{"frozen": True, "kw_only": True, **params}
+    )
+    monkeypatch.setattr(worker, "Outcome", made)
+    found = first_failure(runner, events)
+    assert found is not None
+    assert caught in str(found)
