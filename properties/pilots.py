@@ -125,6 +125,9 @@ class Start:
         )
 
 
+HANDED: Final = ("support", "once")  # kinds whose workers are handed their agent (enter)
+
+
 def owner_of(label: str, pid: int | None = None) -> str:
     """``host:pid:label``: the runtime's owner-token shape, with a readable nonce."""
     return f"{host_identity()}:{pid or os.getpid()}:{label}"
@@ -141,16 +144,20 @@ def build_worker(
     transports: dict[str, httpx.BaseTransport] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     heartbeat_connect: Callable[[], db.Connection],
-    kind: str | None = None,
+    start: Start | None = None,
 ) -> Worker:
-    """A worker of the variant's kind with the agent of the run's ``kind`` alone (None:
-    every agent of the suite; ``transports``: the in-process remotes by name; none: the
-    URLs in ``settings`` and ``support_url``)."""
+    """A worker of the variant's kind for ``start`` (None: with every agent of the suite;
+    ``transports``: the in-process remotes by name; none: the URLs in ``settings`` and
+    ``support_url``): with the run's agent alone, or none when :func:`enter` hands it over
+    (:func:`handed`)."""
     agents = suite_agents(support_url)
+    mine = list(agents.values())
+    if start is not None:
+        mine = [] if handed(start) else [agents[start.kind]]
     return variant.worker.build(
         variant.journal(conn),
         settings,
-        agents=list(agents.values()) if kind is None else [agents[kind]],
+        agents=mine,
         transports=transports,
         sleep=sleep,
         crash=GatePlan(hook=hook),
@@ -199,12 +206,23 @@ def beat(worker: Worker) -> Beat:
     return Beat(present=True, expires=expires, lost=heartbeat.lost.is_set())
 
 
+def handed(start: Start) -> bool:
+    """Whether ``start``'s worker is handed its agent as it enters (``Worker.run(agent=
+    Agent)``, a new agent joining the worker's): a start that may create its run, of the
+    desk's kinds. The cloud's take their worker's only agent, named by nobody."""
+    return start.lease is None and start.kind in HANDED
+
+
 def enter(worker: Worker, start: Start, support_url: str) -> Outcome:
-    name = suite_agents(support_url)[start.kind].name
+    agent = suite_agents(support_url)[start.kind]
     return worker.run(
         start.run_id,
-        # a worker of one agent starts a new run of it without naming it: its default
-        agent=None if list(worker.agents) == [name] else name,
+        # handed over, or the default of a worker of one agent (a new run names none)
+        agent=agent
+        if handed(start)
+        else None
+        if list(worker.agents) == [agent.name]
+        else agent.name,
         lease=start.lease,
         create=start.lease is None,
         takeover=start.takeover,

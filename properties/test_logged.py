@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ import pytest
 from agent_runtime.loop import outcome, worker
 from agent_runtime.loop.outcome import Outcome, UnknownAgentChoice
 from agent_runtime.store.journal import Journal
-from agent_runtime.tools.agent import Agent
+from agent_runtime.tools.agent import Agent, by_name
 
 from .events import Event
 from .minimise import first_failure
@@ -87,20 +87,41 @@ def _chosen_of_none(self: worker.Worker, agent: Agent | str | None) -> Agent:
     return real_chosen(self, agent)
 
 
+def _chosen_not_joined(self: worker.Worker, agent: Agent | str | None) -> Agent:
+    """``Worker._chosen`` as its ``is not`` -> ``==`` mutant (7b791d63) has it: an agent
+    handed over at start never joins the worker's."""
+    if isinstance(agent, Agent):
+        if self.agents.get(agent.name) == agent:
+            self.agents = by_name([*self.agents.values(), agent])
+        return agent
+    return real_chosen(self, agent)
+
+
 real_chosen = worker.Worker._chosen
 
 
-def test_a_worker_of_one_agent_starts_a_run_without_naming_it(
-    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("kind", "slip", "caught"),
+    [
+        ("provisioning", _chosen_of_none, "stopped with UnknownAgentChoice"),  # by default
+        ("support", _chosen_not_joined, "stopped with UnknownAgent:"),  # handed over
+    ],
+)
+def test_a_new_run_takes_the_workers_only_agent_or_the_one_handed_over(
+    runner: InProcessRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    slip: Callable[[worker.Worker, Agent | str | None], Agent],
+    caught: str,
 ) -> None:
-    """Each worker of the suite has its run's agent alone, and a new run names none: the
-    default a worker of one agent takes (``pilots.enter``)."""
-    events = (Event(op="start", run=0, agent="support"),)
+    """Each suite worker has its run's agent alone, and a new run names none (the default
+    of a worker of one agent), or none and is handed its agent (``pilots.enter``)."""
+    events = (Event(op="start", run=0, agent=kind),)
     assert first_failure(runner, events) is None
-    monkeypatch.setattr(worker.Worker, "_chosen", _chosen_of_none)
+    monkeypatch.setattr(worker.Worker, "_chosen", slip)
     found = first_failure(runner, events)
     assert found is not None
-    assert "stopped with UnknownAgentChoice" in str(found)
+    assert caught in str(found)
 
 
 @pytest.mark.parametrize(

@@ -200,7 +200,7 @@ class ThreadPilot(Pilot):
             transports=transports,
             sleep=waits.WaitSeam(self._gate, self.waits),  # never sleeps: a gate at a retry
             heartbeat_connect=self._heartbeat_connect,
-            kind=start.kind,
+            start=start,
         )
         self._ended = False
         self._steer: _Steer | None = None  # the drive under way, run at the worker's gates
