@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from .disruptions import CrashableServer
 from .events import Event
-from .logged import WorkerLines, replayed_truth
+from .logged import WorkerLines, replayed_truth, reported_truth
 from .minimise import first_failure
 from .outcomes import outcome_truth
 from .pilots import Pilot, Start
@@ -72,7 +72,15 @@ class InProcessRunner(ScheduleRunner):
             for w in self.workers
             if isinstance(w.pilot, ThreadPilot) and w.pilot.outcome is not None
         ]
-        raise_if(replayed_truth(now, self._lines.taken()) + outcome_truth(now, returned))
+        stopped = [
+            (w.label, w.run, w.pilot.stopped_with)
+            for w in self.workers
+            if isinstance(w.pilot, ThreadPilot) and w.pilot.stopped_with is not None
+        ]
+        found = replayed_truth(now, self._lines.taken()) + reported_truth(
+            stopped, self._lines.taken()
+        )
+        raise_if(found + outcome_truth(now, returned))
 
     def _after_db_crash(self) -> None:
         self._pool.drop()  # every spare connection died with the server

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_runtime.loop import outcome, worker
+from agent_runtime.loop import outcome, stopping, worker
 from agent_runtime.loop.outcome import Outcome, UnknownAgentChoice
 from agent_runtime.store.journal import Journal
 from agent_runtime.tools.agent import Agent, by_name
@@ -146,3 +146,24 @@ def test_the_outcome_is_of_its_public_type(
     found = first_failure(runner, events)
     assert found is not None
     assert caught in str(found)
+
+
+def test_a_worker_that_stopped_on_an_error_marks_it_said(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage: the worker stops resumably, its ERROR line said by ``stop_on_error``,
+    which marks the error reported for the process edge (``c1425634`` leaves it unset)."""
+    events = story("provisioning", "outage", "", 0, "create_server")
+    assert first_failure(runner, events) is None
+    real = stopping.stop_on_error
+
+    def unmarked(*args: Any, **kwargs: Any) -> None:
+        real(*args, **kwargs)
+        args[3].reported = False  # the exception it was given
+
+    monkeypatch.setattr(stopping, "stop_on_error", unmarked)
+    found = first_failure(runner, events)
+    assert found is not None
+    assert "[reported] run r0: w1 stopped with RemoteUnavailable, said in `stopped run=r0" in str(
+        found
+    )

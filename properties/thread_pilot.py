@@ -187,6 +187,7 @@ class ThreadPilot(Pilot):
         self.heartbeat_open = False  # ... and not closed since
         self.waits = waits.WaitLog()  # every wait it makes, and its tools' attempts
         self.outcome: Outcome | None = None  # what Worker.run returned (outcomes.py)
+        self.stopped_with: BaseException | None = None  # what it raised instead (logged.py)
         self._beating: Heartbeat | None = None  # the heartbeat whose thread it started
         self._heartbeat_thread: threading.Thread | None = None
         self._outlived = False  # its heartbeat's thread still ran when Worker.run returned
@@ -281,6 +282,7 @@ class ThreadPilot(Pilot):
             message = Exit(kind=CRASHED)
         except BaseException as exc:  # everything else is evidence: report it
             message = Exit(kind=type(exc).__name__, detail=str(exc)[:500])
+            self.stopped_with = exc
         finally:
             thread = self._heartbeat_thread  # Worker.run has stopped its heartbeat
             if thread is not None:
