@@ -77,9 +77,8 @@ class InProcessRunner(ScheduleRunner):
             for w in self.workers
             if isinstance(w.pilot, ThreadPilot) and w.pilot.stopped_with is not None
         ]
-        found = replayed_truth(now, self._lines.taken()) + reported_truth(
-            stopped, self._lines.taken()
-        )
+        lines = self._lines.taken()
+        found = replayed_truth(now, lines) + reported_truth(stopped, lines)
         raise_if(found + outcome_truth(now, returned))
 
     def _after_db_crash(self) -> None:
