@@ -24,6 +24,7 @@ from .pilots import Pilot, Start
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
 from .runner import ScheduleRunner
+from .sends import read_sends
 from .server import SuiteDatabase
 from .thread_pilot import ConnectionPool, ThreadPilot
 from .violations import Violation, Violations, raise_if
@@ -78,7 +79,7 @@ class InProcessRunner(ScheduleRunner):
             if isinstance(w.pilot, ThreadPilot) and w.pilot.stopped_with is not None
         ]
         lines = self._lines.taken()
-        found = replayed_truth(now, lines) + reported_truth(stopped, lines)
+        found = replayed_truth(now, lines) + reported_truth(stopped, lines) + read_sends(self.conn)
         raise_if(found + outcome_truth(now, returned))
 
     def _after_db_crash(self) -> None:

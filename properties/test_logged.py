@@ -7,7 +7,10 @@ its name (``pilots.enter``)."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
+import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +19,7 @@ import pytest
 from agent_runtime.loop import outcome, stopping, worker
 from agent_runtime.loop.outcome import Outcome, UnknownAgentChoice
 from agent_runtime.store.journal import Journal
+from agent_runtime.tools import acting
 from agent_runtime.tools.agent import Agent, by_name
 
 from .events import Event
@@ -167,3 +171,36 @@ def test_a_worker_that_stopped_on_an_error_marks_it_said(
     assert "[reported] run r0: w1 stopped with RemoteUnavailable, said in `stopped run=r0" in str(
         found
     )
+
+
+def plant_python(monkeypatch: pytest.MonkeyPatch, module: Any, old: str, new: str) -> Any:
+    """``module`` made again from its source with ``old`` replaced by ``new`` (one mutant,
+    as the driver writes it), its classes and functions put in place of the real ones."""
+    source = inspect.getsource(module)
+    assert source.count(old) == 1
+    planted = types.ModuleType(module.__name__)
+    planted.__dict__.update({"__file__": module.__file__, "__name__": module.__name__})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # `is not` with a literal
+        exec(compile(source.replace(old, new), module.__file__, "exec"), planted.__dict__)
+    return planted
+
+
+def test_a_read_tools_retry_journals_no_send(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The desk's tools have their contracts as configuration gives them (equal to the
+    runtime's literals, never the same objects: ``agents.configured``), so acting's
+    ``tool.effect is not "read"`` (``e3abecee``) journals a send for a lookup's retry."""
+    events = story("support", "remote_fault", "", 0, "lookup_order")
+    assert first_failure(runner, events) is None
+    planted = plant_python(
+        monkeypatch,
+        acting,
+        'if again and tool.effect != "read":',
+        'if again and tool.effect is not "read":',
+    )
+    monkeypatch.setattr(acting.Actor, "_attempts", planted.Actor._attempts)
+    found = first_failure(runner, events)
+    assert found is not None
+    assert "[read_sends] run r0 step 0: a read call journaled 2 sends" in str(found)

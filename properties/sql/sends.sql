@@ -1,0 +1,4 @@
+-- name: read_calls_sent
+-- Every call of a `read` tool whose row counts more than its first attempt as sent: a
+-- read's retries are not journaled (schema.sql, tool_calls.sends), so none is expected.
+SELECT run_id, seq, sends FROM tool_calls WHERE effect = 'read' AND sends <> 1 ORDER BY run_id, seq;
