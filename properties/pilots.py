@@ -125,7 +125,7 @@ class Start:
         )
 
 
-HANDED: Final = ("support", "once")  # kinds whose workers are handed their agent (enter)
+HANDED: Final = ("support", "once")  # kinds whose workers take the API's other ways (enter)
 
 
 def owner_of(label: str, pid: int | None = None) -> str:
@@ -226,7 +226,8 @@ def enter(worker: Worker, start: Start, support_url: str) -> Outcome:
         lease=start.lease,
         create=start.lease is None,
         takeover=start.takeover,
-        task=start.task,
+        # a run claimed for a desk kind's worker: it reads the run itself (the API's None)
+        task=None if start.kind in HANDED else start.task,
     )
 
 

@@ -204,3 +204,23 @@ def test_a_read_tools_retry_journals_no_send(
     found = first_failure(runner, events)
     assert found is not None
     assert "[read_sends] run r0 step 0: a read call journaled 2 sends" in str(found)
+
+
+def test_a_worker_handed_a_lease_alone_reads_its_run(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's claim of a desk run hands its worker the lease without the task (the
+    API's None: read the run), so ``Worker.run``'s ``task is not None`` (``b8c2c574``)
+    drives no task."""
+    events = story("support", "overtaken", "after_intent", 0)
+    assert first_failure(runner, events) is None
+    planted = plant_python(
+        monkeypatch,
+        worker,
+        "if task is None or lease is None:",
+        "if task is not None or lease is None:",
+    )
+    monkeypatch.setattr(worker.Worker, "run", planted.Worker.run)
+    found = first_failure(runner, events)
+    assert found is not None
+    assert "stopped with AttributeError" in str(found) or "UnexpectedError" in str(found)
