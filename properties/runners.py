@@ -23,6 +23,7 @@ from .outcomes import outcome_truth
 from .pilots import Pilot, Start
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
+from .rival import rival_refused
 from .runner import ScheduleRunner
 from .sends import read_sends
 from .server import SuiteDatabase
@@ -64,6 +65,11 @@ class InProcessRunner(ScheduleRunner):
     def _clear(self) -> None:
         super()._clear()
         self._lines.clear()
+
+    def _on_restart(self, e: Event) -> str:
+        live = {w.pilot.owner for w in self.workers if w.alive}
+        self.problems += rival_refused(self.conn, e.run_name, live)  # rival.py
+        return super()._on_restart(e)
 
     def check_final(self) -> None:
         super().check_final()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_runtime.loop import outcome, stopping, worker
+from agent_runtime.loop import claiming, outcome, stopping, worker
 from agent_runtime.loop.outcome import Outcome, UnknownAgentChoice
 from agent_runtime.store.journal import Journal
 from agent_runtime.tools import acting
@@ -224,3 +224,22 @@ def test_a_worker_handed_a_lease_alone_reads_its_run(
     found = first_failure(runner, events)
     assert found is not None
     assert "stopped with AttributeError" in str(found) or "UnexpectedError" in str(found)
+
+
+def test_a_plain_start_of_a_run_a_live_worker_holds_is_refused(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a restart of a run its live worker holds, a plain claim (no takeover) is refused
+    (``rival.py``); ``claim_run``'s ``lease_live or (...)`` (``d25e9bbf``) takes it."""
+    events = story("support", "outpaced", "after_intent", 0)
+    assert first_failure(runner, events) is None
+    planted = plant_python(
+        monkeypatch,
+        claiming,
+        "if run.lease_live and (takeover or dead):",
+        "if run.lease_live or (takeover or dead):",
+    )
+    monkeypatch.setattr(claiming, "claim_run", planted.claim_run)
+    found = first_failure(runner, events)
+    assert found is not None
+    assert "[rival] run r0: a plain start (no takeover) of the run held by the live" in str(found)
