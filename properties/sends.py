@@ -1,7 +1,7 @@
 """The check that a ``read`` tool's retries journal no send.
 
-**read_sends** (teardown, in-process runner): every call of a ``read`` tool has ``sends`` 1,
-its intent's: a read acts on nothing, so the runtime journals none of its retries as sent
+**read_sends** (teardown, in-process runner): no call of a ``read`` tool has ``sends`` past
+1, its intent's (a call the runtime refused is a read never sent: 0): a read acts on nothing, so the runtime journals none of its retries as sent
 (``record_send``, for the calls in doubt of the other contracts; schema.sql,
 ``tool_calls.sends``). Without it acting's ``tool.effect is not "read"`` before
 ``record_send`` passed the suite twice over: nothing read the count, and the suite's tools
