@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, cast
 from urllib.parse import quote
 
 import httpx
@@ -39,6 +39,7 @@ from pydantic import StringConstraints
 from agent_runtime import Agent, Call, Result, Tool, Wiring, tool
 from agent_runtime.clients import GENERATION_HEADER
 from agent_runtime.tools import provisioning as seed
+from agent_runtime.tools.tooldef import Effect
 
 from . import waits
 
@@ -77,14 +78,14 @@ def desk_tools(wiring: Wiring, *, url: str, email: Literal["checked", "once"]) -
     def fence(call: Call) -> dict[str, str]:
         return {GENERATION_HEADER: str(call.generation)}
 
-    @tool(effect="read", retry_on=again, retries=retries, backoff=backoff)
+    @tool(effect=configured("read"), retry_on=again, retries=retries, backoff=backoff)
     def lookup_order(call: Call, order_id: Text) -> Result:
         """Look an order up: its customer, their email, its items."""
         waits.attempted(call, "lookup_order")
         order = _answer(http.get(f"/v1/orders/{quote(order_id, safe='')}", headers=fence(call)))
         return Result(order, status="read")
 
-    @tool(effect="keyed", retry_on=again, retries=retries, backoff=backoff)
+    @tool(effect=configured("keyed"), retry_on=again, retries=retries, backoff=backoff)
     def file_ticket(call: Call, order_id: Text, summary: Text) -> Result:
         """File a support ticket about an order."""
         waits.attempted(call, "file_ticket")
@@ -102,7 +103,7 @@ def desk_tools(wiring: Wiring, *, url: str, email: Literal["checked", "once"]) -
 
     send_email = tool(
         send,
-        effect=email,
+        effect=configured(email),
         name="send_email",
         description="Email the customer.",
         retry_on=again,
@@ -136,6 +137,13 @@ def suite_agents(support_url: str) -> Mapping[str, Agent]:
             "support-once", support_url, email="once", model="mock-support-parallel"
         ),
     }
+
+
+def configured(effect: Effect) -> Effect:
+    """``effect`` as a contract read from configuration would be: equal to the runtime's own
+    literal, never the same object (the desk's tools have theirs so; an ``is`` where ``==``
+    is meant then shows: ``acting``'s ``is not "read"`` mutant, seed-43 sample)."""
+    return cast(Effect, "".join(list(effect)))
 
 
 def _desk_agent(

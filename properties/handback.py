@@ -80,10 +80,10 @@ def logfmt(line: str) -> tuple[str, dict[str, str]]:
 
 def received(
     run: Callable[[], object], journal: Journal, run_id: str, *, returned: Callable[[], None]
-) -> None:
+) -> object:
     """Call ``run`` (a ``Worker.run``), tell ``returned`` at once (the pilot's own checks
     of the moment it returned go first), judge what it handed back, and hand it on: its
-    return value is dropped (the runner reads the journal), an exception raised again."""
+    return value (judged an :class:`Outcome`), or its exception raised again."""
     lines = _listen()
     try:
         outcome = run()
@@ -95,6 +95,7 @@ def received(
         _capture.lines.pop(threading.get_ident(), None)
     returned()
     judge_outcome(outcome, journal, run_id)
+    return outcome
 
 
 def judge_outcome(outcome: object, journal: Journal, run_id: str) -> None:

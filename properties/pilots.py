@@ -22,13 +22,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import httpx
 
 from agent_runtime.config import Settings
 from agent_runtime.crash import CrashPlan
 from agent_runtime.hostid import host_identity
+from agent_runtime.loop.outcome import Outcome
 from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db
 from agent_runtime.store.records import Lease, RunTask
@@ -124,6 +125,9 @@ class Start:
         )
 
 
+HANDED: Final = ("support", "once")  # kinds whose workers take the API's other ways (enter)
+
+
 def owner_of(label: str, pid: int | None = None) -> str:
     """``host:pid:label``: the runtime's owner-token shape, with a readable nonce."""
     return f"{host_identity()}:{pid or os.getpid()}:{label}"
@@ -140,13 +144,20 @@ def build_worker(
     transports: dict[str, httpx.BaseTransport] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     heartbeat_connect: Callable[[], db.Connection],
+    start: Start | None = None,
 ) -> Worker:
-    """A worker of the variant's kind with every agent of the suite (``transports``: the
-    in-process remotes by name; none: the URLs in ``settings`` and ``support_url``)."""
+    """A worker of the variant's kind for ``start`` (None: with every agent of the suite;
+    ``transports``: the in-process remotes by name; none: the URLs in ``settings`` and
+    ``support_url``): with the run's agent alone, or none when :func:`enter` hands it over
+    (:func:`handed`)."""
+    agents = suite_agents(support_url)
+    mine = list(agents.values())
+    if start is not None:
+        mine = [] if handed(start) else [agents[start.kind]]
     return variant.worker.build(
         variant.journal(conn),
         settings,
-        agents=list(suite_agents(support_url).values()),
+        agents=mine,
         transports=transports,
         sleep=sleep,
         crash=GatePlan(hook=hook),
@@ -199,24 +210,39 @@ def _nothing() -> None:
     return None
 
 
+def handed(start: Start) -> bool:
+    """Whether ``start``'s worker is handed its agent as it enters (``Worker.run(agent=
+    Agent)``, a new agent joining the worker's): a start that may create its run, of the
+    desk's kinds. The cloud's take their worker's only agent, named by nobody."""
+    return start.lease is None and start.kind in HANDED
+
+
 def enter(
     worker: Worker, start: Start, support_url: str, *, returned: Callable[[], None] = _nothing
-) -> None:
+) -> Outcome:
     """Drive the run; what ``run`` hands back is judged here (:mod:`.handback`), after
     ``returned`` is told that it returned."""
-    handback.received(
+    agent = suite_agents(support_url)[start.kind]
+    outcome = handback.received(
         lambda: worker.run(
             start.run_id,
-            agent=suite_agents(support_url)[start.kind].name,
+            # handed over, or the default of a worker of one agent (a new run names none)
+            agent=agent
+            if handed(start)
+            else None
+            if list(worker.agents) == [agent.name]
+            else agent.name,
             lease=start.lease,
             create=start.lease is None,
             takeover=start.takeover,
-            task=start.task,
+            # a run claimed for a desk kind's worker: it reads the run itself (the API's None)
+            task=None if start.kind in HANDED else start.task,
         ),
         worker.journal,
         start.run_id,
         returned=returned,
     )
+    return cast(Outcome, outcome)
 
 
 class Pilot(ABC):

@@ -117,6 +117,7 @@ def child_main(config: dict[str, Any], channel: _Channel) -> int:
             support_url=config["support_url"],
             sleep=WaitSeam(hook),  # never sleeps, as in-process: a gate at a retry wait
             heartbeat_connect=heartbeat_connect,
+            start=start,
         )
         channel.send({"hello": {"owner": owner, "backend_pid": conn.info.backend_pid}})
         enter(worker, start, config["support_url"])

@@ -17,14 +17,18 @@ from typing import Any, Literal
 
 from .disruptions import CrashableServer
 from .events import Event
+from .logged import WorkerLines, replayed_truth, reported_truth
 from .minimise import first_failure
+from .outcomes import outcome_truth
 from .pilots import Pilot, Start
 from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
+from .rival import rival_refused
 from .runner import ScheduleRunner
+from .sends import read_sends
 from .server import SuiteDatabase
 from .thread_pilot import ConnectionPool, ThreadPilot
-from .violations import Violation, Violations
+from .violations import Violation, Violations, raise_if
 
 __all__ = ["InProcessRunner", "ProcessRunner", "first_failure", "make_runner", "suite_database"]
 
@@ -50,11 +54,39 @@ class InProcessRunner(ScheduleRunner):
     ) -> None:
         self._remotes = InProcessRemotes()
         self._pool = ConnectionPool(url)
+        self._lines = WorkerLines().install()  # its workers' `replayed` lines (logged.py)
         super().__init__(url, variant=variant, remotes=self._remotes, server=server)
 
     def close(self) -> None:
         super().close()
         self._pool.close()
+        self._lines.remove()
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._lines.clear()
+
+    def _on_restart(self, e: Event) -> str:
+        live = {w.pilot.owner for w in self.workers if w.alive}
+        self.problems += rival_refused(self.conn, e.run_name, live)  # rival.py
+        return super()._on_restart(e)
+
+    def check_final(self) -> None:
+        super().check_final()
+        now = self.observe()
+        returned = [
+            (w.label, w.run, w.pilot.outcome)
+            for w in self.workers
+            if isinstance(w.pilot, ThreadPilot) and w.pilot.outcome is not None
+        ]
+        stopped = [
+            (w.label, w.run, w.pilot.stopped_with)
+            for w in self.workers
+            if isinstance(w.pilot, ThreadPilot) and w.pilot.stopped_with is not None
+        ]
+        lines = self._lines.taken()
+        found = replayed_truth(now, lines) + reported_truth(stopped, lines) + read_sends(self.conn)
+        raise_if(found + outcome_truth(now, returned))
 
     def _after_db_crash(self) -> None:
         self._pool.drop()  # every spare connection died with the server

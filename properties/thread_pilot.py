@@ -21,6 +21,7 @@ from psycopg.rows import dict_row
 
 from agent_runtime.config import Settings
 from agent_runtime.crash import InjectedCrash
+from agent_runtime.loop.outcome import Outcome
 from agent_runtime.store import db
 
 if TYPE_CHECKING:
@@ -185,6 +186,8 @@ class ThreadPilot(Pilot):
         self._heartbeat: db.Connection | None = None  # the last one its heartbeat made
         self.heartbeat_open = False  # ... and not closed since
         self.waits = waits.WaitLog()  # every wait it makes, and its tools' attempts
+        self.outcome: Outcome | None = None  # what Worker.run returned (outcomes.py)
+        self.stopped_with: BaseException | None = None  # what it raised instead (logged.py)
         self._beating: Heartbeat | None = None  # the heartbeat whose thread it started
         self._heartbeat_thread: threading.Thread | None = None
         self._returned_seen = False  # Worker.run returned: its heartbeat was looked at
@@ -199,6 +202,7 @@ class ThreadPilot(Pilot):
             transports=transports,
             sleep=waits.WaitSeam(self._gate, self.waits),  # never sleeps: a gate at a retry
             heartbeat_connect=self._heartbeat_connect,
+            start=start,
         )
         self._ended = False
         self._steer: _Steer | None = None  # the drive under way, run at the worker's gates
@@ -274,11 +278,14 @@ class ThreadPilot(Pilot):
         _current.pilot = self
         waits.bind(self.waits)
         try:
-            enter(self._worker, self.start, self._support_url, returned=self._returned)
+            self.outcome = enter(
+                self._worker, self.start, self._support_url, returned=self._returned
+            )
         except InjectedCrash:
             message = Exit(kind=CRASHED)
         except BaseException as exc:  # everything else is evidence: report it
             message = Exit(kind=type(exc).__name__, detail=str(exc)[:500])
+            self.stopped_with = exc
         finally:
             self._returned()
             with contextlib.suppress(Exception):
