@@ -59,7 +59,7 @@ def _not_the_public_type(outcome: Outcome) -> list[str]:
     except TypeError:
         found.append("an unhashable Outcome (not frozen)")
     try:
-        type(outcome)(*dataclasses.astuple(outcome))
+        type(outcome)(*dataclasses.astuple(outcome))  # type: ignore[call-arg]
     except TypeError:
         pass  # keyword-only: positional arguments refused
     else:

@@ -143,9 +143,8 @@ def test_the_outcome_is_of_its_public_type(
     fields = [
         (f.name, f.type, dataclasses.field(default=f.default)) for f in dataclasses.fields(Outcome)
     ]
-    made = dataclasses.make_dataclass(
-        "Outcome", fields, **{"frozen": True, "kw_only": True, **params}
-    )
+    options: dict[str, Any] = {"frozen": True, "kw_only": True, **params}
+    made = dataclasses.make_dataclass("Outcome", fields, **options)
     monkeypatch.setattr(worker, "Outcome", made)
     found = first_failure(runner, events)
     assert found is not None

@@ -218,8 +218,8 @@ def test_every_sql_statement_and_mutated_module_is_in_exactly_one_tier() -> None
     }
     assert named <= statements, named - statements  # no stale names
     assert not set(pymutants.PATHS) & set(tiers.PY_TESTS)
-    for module, (path, killers) in tiers.PY_TESTS.items():
-        assert (package / path).is_file() and tiers.tier_of(module, "") == tiers.TESTS
+    for module, (source, killers) in tiers.PY_TESTS.items():
+        assert (package / source).is_file() and tiers.tier_of(module, "") == tiers.TESTS
         assert all((root / f).is_file() for f in killers)
     assert all(tiers.tier_of(m, "") == tiers.PROTOCOL for m in pymutants.PROTOCOL)
     with pytest.raises(KeyError, match="no tier"):

@@ -337,7 +337,7 @@ class _Abrupt(Supervisor):
 
     def shutdown(self) -> None:
         for proc in self.workers.values():
-            proc.signal = _all_but_sigterm(proc.signal)  # type: ignore[method-assign]
+            proc.signal = _all_but_sigterm(proc.signal)  # type: ignore[method-assign,assignment]
         super().shutdown()
 
 
