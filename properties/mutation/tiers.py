@@ -28,7 +28,7 @@ _SCHEMA: Final = ("tests/test_schema_migrations.py",)
 _CLUSTER: Final = ("tests/test_pgcluster.py",)
 _AUTH: Final = ("tests/test_pgauth.py",)
 _METRICS: Final = ("tests/test_metrics.py",)
-_LISTS: Final = ("tests/test_operator_pages.py", "tests/test_operator.py")
+_LISTS: Final = ("tests/test_operator_pages.py", "tests/test_operator_runs_and_cancel.py")
 _CLOCK: Final = ("tests/test_clock_rule.py", "tests/test_heartbeat.py")
 _POOLING: Final = ("tests/test_pgbouncer.py",)
 
