@@ -77,3 +77,13 @@ def ci_exploration(inprocess_runner: InProcessRunner) -> Exploration:
 def _quiet_runtime_logs(caplog: pytest.LogCaptureFixture) -> None:
     """Expected fences and stops log warnings by the thousand; keep reports readable."""
     caplog.set_level(logging.CRITICAL, logger="agent_runtime")
+
+
+@pytest.fixture
+def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
+    """An in-process runner of the test's own (a slip planted in it dies with it)."""
+    made = InProcessRunner(suite_database.url, server=suite_database)
+    try:
+        yield made
+    finally:
+        made.close()

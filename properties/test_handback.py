@@ -5,8 +5,6 @@ workers are threads)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agent_runtime.loop import stopping
@@ -16,7 +14,6 @@ from .events import Event
 from .handback import logfmt
 from .minimise import first_failure
 from .runners import InProcessRunner
-from .server import SuiteDatabase
 from .test_stories import plant_sql
 
 # A zombie: r0's first worker stalls before deciding, the sweep hands the run to another,
@@ -37,15 +34,6 @@ IDLE = (
     Event(op="pause", run=0, point="after_decide", seq=0),
     Event(op="resume", run=0),
 )
-
-
-@pytest.fixture
-def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
-    made = InProcessRunner(suite_database.url, server=suite_database)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:

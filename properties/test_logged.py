@@ -11,7 +11,7 @@ import inspect
 import logging
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,19 +26,9 @@ from .events import Event
 from .minimise import first_failure
 from .runners import InProcessRunner
 from .scope import story
-from .server import SuiteDatabase
 
 # the provisioning run's final answer is step 3: a crash right after it was journaled
 FINAL_DECIDED_THEN_CRASH = story("provisioning", "crash", "after_decide", 3)
-
-
-@pytest.fixture
-def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
-    made = InProcessRunner(suite_database.url, server=suite_database)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 class _Unsaid:

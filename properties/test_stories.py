@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
@@ -28,17 +27,7 @@ from .minimise import first_failure
 from .mutation import sqlmutants
 from .runners import InProcessRunner
 from .scope import story
-from .server import SuiteDatabase
 from .variants import Variant
-
-
-@pytest.fixture
-def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
-    made = InProcessRunner(suite_database.url, server=suite_database)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
