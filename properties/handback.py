@@ -1,8 +1,10 @@
 """What a worker hands back when ``Worker.run`` ends, judged where the pilot receives it.
 
 - **outcome**: a run driven to done returns the public :class:`Outcome`: of this run,
-  ``done`` as the journal says, its output the one the journal keeps -- and immutable
-  (``frozen``): a caller may keep it, hash it, hand it on, and nobody changes it after.
+  ``done`` as the journal says, its output the one the journal keeps -- immutable
+  (``frozen``): a caller may keep it, hash it, hand it on, and nobody changes it after;
+  and keyword-only, so no caller builds one from positional arguments that a new field
+  would silently shift.
 - **fencing_log**: a fenced worker (``LeaseLost`` out of ``holding``) says so in two
   logfmt WARNING lines of ``agent_runtime.loop.stopping`` -- ``fenced run=.. generation=..
   reason=..``, then ``lost-run run=.. mine=.. now_generation=.. now_status=.. now_owner=..``
@@ -39,17 +41,29 @@ class HandedBack(Exception):
 
 class _Capture(logging.Filter):
     """Keeps each thread's WARNING lines of the stopping logger; passes a record on only
-    if the logger's configuration without this capture would have."""
+    if the logger's configuration without this capture would have.
+
+    To hear WARNING lines where the configuration says less (a test's quiet ``caplog``),
+    the capture may lower the logger's own level; it remembers the level it displaced and
+    filters by that. A level someone else set since is theirs: the logger applied it
+    already, and the capture passes on all it lets through."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lines: dict[int, list[str]] = {}
+        self.ours: int | None = None  # the level the capture set, while it still stands
+        self.displaced = logging.NOTSET  # the level it replaced
 
     def filter(self, record: logging.LogRecord) -> bool:
         listening = self.lines.get(threading.get_ident())
         if listening is not None:  # a pilot's thread, inside Worker.run
             listening.append(record.getMessage())
-        parent = logging.getLogger(STOPPING).parent
+        logger = logging.getLogger(STOPPING)
+        if self.ours is None or logger.level != self.ours:
+            return True  # the logger's own level, not the capture's, let it through
+        if self.displaced != logging.NOTSET:
+            return record.levelno >= self.displaced
+        parent = logger.parent
         return parent is None or record.levelno >= parent.getEffectiveLevel()
 
 
@@ -61,8 +75,12 @@ def _listen() -> list[str]:
     logger = logging.getLogger(STOPPING)
     if _capture not in logger.filters:
         logger.addFilter(_capture)
-    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
-        logger.setLevel(logging.WARNING)  # the filter passes on only what would have passed
+    if logger.level != _capture.ours:
+        _capture.ours = None  # set by someone else since (or never by the capture)
+    if _capture.ours is None and (logger.level == logging.NOTSET or logger.level > logging.WARNING):
+        _capture.displaced = logger.level
+        logger.setLevel(logging.WARNING)
+        _capture.ours = logging.WARNING
     lines: list[str] = []
     _capture.lines[threading.get_ident()] = lines
     return lines
@@ -107,6 +125,12 @@ def judge_outcome(outcome: object, journal: Journal, run_id: str) -> None:
         pass
     else:
         raise HandedBack(f"the Outcome of {run_id} can be changed after it was returned")
+    try:
+        type(outcome)(*dataclasses.astuple(outcome))  # type: ignore[call-arg]
+    except TypeError:
+        pass  # keyword-only: positional arguments refused
+    else:
+        raise HandedBack(f"the Outcome of {run_id} can be made from positional arguments")
     row = journal.get_run(run_id)
     said = (outcome.run_id, outcome.status, outcome.output)
     kept = None if row is None else (row.id, row.status, row.output)

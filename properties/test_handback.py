@@ -5,13 +5,15 @@ workers are threads)."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from agent_runtime.loop import stopping
 from agent_runtime.loop.outcome import Outcome
 
 from .events import Event
-from .handback import logfmt
+from .handback import STOPPING, _listen, logfmt
 from .minimise import first_failure
 from .runners import InProcessRunner
 from .test_stories import plant_sql
@@ -78,3 +80,30 @@ def test_logfmt_reads_the_fencing_lines_and_refuses_other_text() -> None:
     )
     with pytest.raises(ValueError, match="not logfmt"):
         logfmt("lost-run the run r0 is gone")
+
+
+def test_the_capture_hears_warnings_and_passes_on_only_what_the_configuration_would() -> None:
+    """A quiet configuration (``agent_runtime.loop`` at ERROR) keeps a WARNING line from
+    the handlers, yet the pilot's thread hears it; a level set on the stopping logger
+    afterwards by someone else (the in-process runner's own line keeper) is theirs."""
+    loop, logger = logging.getLogger("agent_runtime.loop"), logging.getLogger(STOPPING)
+    saved = loop.level
+    loop.setLevel(logging.ERROR)
+    logger.setLevel(logging.NOTSET)
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        heard = _listen()
+        logger.warning("fenced run=r9 generation=1 reason=x")
+        logger.error("failed run=r9")
+        assert heard == ["fenced run=r9 generation=1 reason=x", "failed run=r9"]
+        assert seen == ["failed run=r9"]
+        logger.setLevel(logging.INFO)  # someone else's level now
+        logger.warning("lost-run run=r9")
+        assert seen == ["failed run=r9", "lost-run run=r9"]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+        loop.setLevel(saved)

@@ -22,6 +22,7 @@ from agent_runtime.store.journal import Journal
 from agent_runtime.tools import acting
 from agent_runtime.tools.agent import Agent, by_name
 
+from . import handback
 from .events import Event
 from .minimise import first_failure
 from .runners import InProcessRunner
@@ -121,7 +122,7 @@ def test_a_new_run_takes_the_workers_only_agent_or_the_one_handed_over(
 @pytest.mark.parametrize(
     ("params", "caught"),
     [
-        ({"frozen": False}, "an unhashable Outcome (not frozen)"),  # seed 41's 5656ac47
+        ({"frozen": False}, "can be changed after it was returned"),  # seed 41's 5656ac47
         ({"kw_only": False}, "made from positional arguments"),  # seed 43's 4b7ba424
     ],
 )
@@ -136,6 +137,7 @@ def test_the_outcome_is_of_its_public_type(
     options: dict[str, Any] = {"frozen": True, "kw_only": True, **params}
     made = dataclasses.make_dataclass("Outcome", fields, **options)
     monkeypatch.setattr(worker, "Outcome", made)
+    monkeypatch.setattr(handback, "Outcome", made)  # the slip is in the public class itself
     found = first_failure(runner, events)
     assert found is not None
     assert caught in str(found)
