@@ -38,6 +38,7 @@ from .baseline import Baseline
 from .claimlog import claim_owners
 from .endings import Endings
 from .observe import Snapshot, snapshot
+from .pilots import on_another_host
 from .reads import desk_reads, fenced_reads
 from .remotes import Answer
 from .shadow import Shadow
@@ -218,7 +219,16 @@ class Checks(Endings):
                 wrong = f"claimed {c.previous_owner}'s lease as expired while it still ran"
             elif c.reason == "owner_dead" and c.previous_owner in alive:
                 wrong = f"recorded {c.previous_owner} as proved dead while its worker lives"
-            elif c.reason == "forced" and c.previous_owner in gone:
+            elif c.reason == "owner_dead" and on_another_host(c.previous_owner):
+                wrong = (
+                    f"recorded {c.previous_owner} as proved dead, yet it ran on another host, "
+                    "where no pid of this one proves anything: its lease has to run out"
+                )
+            elif (
+                c.reason == "forced"
+                and c.previous_owner in gone
+                and not on_another_host(c.previous_owner)
+            ):
                 wrong = (
                     f"fenced {c.previous_owner} out as if alive, though its process is gone "
                     "(the owner's pid probe must prove it dead)"

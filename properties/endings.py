@@ -11,7 +11,7 @@ from agent_runtime.operator.snapshot import list_runs
 
 from . import sqlfile
 from .driving import FENCED, Driving, WorkerRec
-from .pilots import CRASHED, DONE, Exit
+from .pilots import CRASHED, DONE, Exit, on_another_host
 from .violations import Violation
 
 MODEL_ERRORS: Final = frozenset({"MalformedAnswer", "UnknownTool", "InvalidArguments"})
@@ -44,7 +44,8 @@ class Endings(Driving):
         if expected and message.kind in PERMANENT and not w.dropped:
             self._check_failed(w, message)
         if message.kind == CRASHED and w.pilot.gone and self._holds_live_lease(w):
-            self._check_owner_view(w, gone=True)  # its lease is live, its process gone
+            # its lease is live, its process gone: provably so only on this host
+            self._check_owner_view(w, gone=not on_another_host(w.pilot.owner))
         if w.pilot.leaked:
             self.problems.append(
                 Violation("leak", w.run, None, f"{w.label} ended, leaving open {w.pilot.leaked}")
@@ -164,8 +165,8 @@ class Endings(Driving):
                 "owner_view",
                 w.run,
                 w.gate.seq if w.gate else None,
-                f"after {w.label} ended ({'its process gone' if gone else 'the run released'}),"
-                f" the operator's list says owner_gone={said}",
+                f"after {w.label} ended ({'its process gone' if gone else 'not provably gone'}), "
+                f"the operator's list says owner_gone={said}",
             )
         )
 

@@ -128,9 +128,27 @@ class Start:
 HANDED: Final = ("support", "once")  # kinds whose workers take the API's other ways (enter)
 
 
-def owner_of(label: str, pid: int | None = None) -> str:
-    """``host:pid:label``: the runtime's owner-token shape, with a readable nonce."""
-    return f"{host_identity()}:{pid or os.getpid()}:{label}"
+# Run r2's workers run on another host: their tokens name it, so no claimer here can prove
+# them dead by their pid (``lease.owner_is_dead``); their leases have to run out, or be
+# taken over by force. The suite's other workers share this host, as the supervisor does.
+ELSEWHERE: Final = "elsewhere"
+FOREIGN_RUN: Final = "r2"
+
+
+def host_of(run_id: str | None) -> str:
+    """The host a worker of ``run_id`` runs on, as its owner token names it."""
+    return ELSEWHERE if run_id == FOREIGN_RUN else host_identity()
+
+
+def on_another_host(owner: str | None) -> bool:
+    """Whether ``owner`` (a token) names a host other than this one."""
+    return owner is not None and owner.split(":", 1)[0] != host_identity()
+
+
+def owner_of(label: str, pid: int | None = None, run_id: str | None = None) -> str:
+    """``host:pid:label``: the runtime's owner-token shape, with a readable nonce; the host
+    is another for a worker of :data:`FOREIGN_RUN`."""
+    return f"{host_of(run_id)}:{pid or os.getpid()}:{label}"
 
 
 def build_worker(

@@ -88,7 +88,7 @@ def child_main(config: dict[str, Any], channel: _Channel) -> int:
     start = Start.from_json(config["start"])
     settings = Settings(**config["settings"])
     # its own token, as a supervisor's worker has: started on a claimed lease, it adopts it
-    owner = owner_of(start.label, os.getpid())
+    owner = owner_of(start.label, os.getpid(), start.run_id)
 
     worker: Worker | None = None
 

@@ -45,10 +45,11 @@ other with ``fail_before``.
 The order is breadth first: every story at the first step of the first kind (45
 schedules), then the rest, story by story, the database crash last (the dearest: a server
 restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 661 schedules (4 kinds x 4 steps x 7
-points x 5 stories, the database crash at the three points where the journal differs,
-minus the points a step never reaches, the step stories, the operator's three, and the five
-races).
+already as short as it can be; the grid is the same every run: 686 schedules (4 kinds x 4
+steps x 7 points x 5 stories, the database crash at the three points where the journal
+differs, minus the points a step never reaches, the step stories, the operator's three, the
+five races, the five durable stories and ``elsewhere``: a worker of another host, run r2's,
+is killed, and its run taken over by force, never as proved dead).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
 from .runner import ScheduleRunner
-from .scope_stories import OUTAGE, before_db_crash, idle, raced
+from .scope_stories import HELD_STORIES, OUTAGE, before_db_crash, elsewhere, held, idle, raced
 from .waits import WAIT_POINT
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
@@ -76,7 +77,7 @@ POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", 
 WAIT_STORIES: Final = ("wait_outpaced", "wait_cancelled")
 STEP_STORIES: Final = (
     "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
-    "held_retried", "gave_up", "no_retries", *WAIT_STORIES, "idle",
+    "held_retried", "held_late", "gave_up", "no_retries", *WAIT_STORIES, "idle",
 )  # fmt: skip
 READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
 READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
@@ -91,6 +92,7 @@ DURABLE_STORIES: Final = (
     "redone_db_crash",
 )  # fmt: skip
 AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash")
+HOST_STORIES: Final = ("elsewhere",)  # a worker of another host dies (one cell, as above)
 # A claim overtakes a fenced write of a call inside its statement (properties.race): the
 # intent, a retry's send (one failed request first), the confirm; where the worker waits
 # before it. One cell each, in the first pass: the lock is one per statement. At the support
@@ -102,7 +104,8 @@ RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_inten
 RACE_AT: Final = ("support", 1)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
-    "crash", "overtaken", "outpaced", *RACE_STORIES, *STEP_STORIES, "woken", "cancelled",
+    "crash", "overtaken", "outpaced", *RACE_STORIES, *HOST_STORIES, *STEP_STORIES, "woken",
+    "cancelled",
     *RESOLVE_STORIES, *DURABLE_STORIES, "db_crash",
 )  # fmt: skip
 DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_decide")
@@ -175,6 +178,8 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         )
     if how in DURABLE_STORIES:
         return (start, *before_db_crash(how, seq, fault), Event(op="db_crash"))
+    if how in HOST_STORIES:
+        return elsewhere(kind, seq)
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then
         spoiled: tuple[Event, ...] = ()
         if how == "race_send":  # its first request fails; it waits to send again, then races
@@ -251,24 +256,8 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="cloud_fault", fault=fault, n=OUTAGE),
             Event(op="resume", run=0),
         )
-    if how in ("held_retried", "held_killed"):
-        # The step's request is held at its remote (its sender sees a 504): the worker's
-        # own retry goes on (held_retried), or the worker is killed at its next gate and
-        # a restart comes at once (held_killed: the kill-while-in-flight story); then the
-        # held request lands, and a sweep settles the call by its contract.
-        events = [
-            start,
-            Event(op="pause", run=0, point="after_intent", seq=seq),
-            Event(op="cloud_fault", fault="hold_next", n=1),
-        ]
-        if how == "held_killed":
-            events += [
-                Event(op="crash", run=0, point="after_call", seq=seq, kill=True),
-                Event(op="restart", run=0),
-            ]
-        else:
-            events.append(Event(op="step", run=0))
-        return (*events, Event(op="land"), Event(op="sweep"))
+    if how in HELD_STORIES:
+        return (start, *held(how, seq))
     if how == "two_runs":  # two runs of a kind at the same step, one restarted; later,
         return (  # its next confirm is its own progress, none of the other run's
             start,
@@ -332,7 +321,7 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
                     continue
-                if how in DURABLE_STORIES:
+                if how in DURABLE_STORIES or how in HOST_STORIES:
                     once_call = ONCE_TOOL.get(kind) == tool
                     if once_call if how in AT_ONCE_CALL else (kind, seq) == (KINDS[0], 0):
                         events = story(kind, how, "", seq, tool)

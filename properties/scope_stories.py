@@ -7,8 +7,36 @@ from typing import Final
 
 from .events import Event
 from .runner import SETTINGS
+from .waits import WAIT_POINT
 
 OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole call
+
+
+HELD_STORIES: Final = ("held_killed", "held_retried", "held_late")
+# held_late's restart comes this long before the held send's in-flight bound (the tool
+# timeout plus the margin) has passed: a check must still wait
+LATE: Final = 0.5
+
+
+def held(how: str, seq: int) -> tuple[Event, ...]:
+    """The step's request is held at its remote (its sender sees a 504): the worker's own
+    retry goes on (held_retried), or the worker is killed while it waits to retry and a
+    restart comes at once (held_killed: the kill-while-in-flight story), or when all but
+    :data:`LATE` of the send's in-flight bound has passed (held_late), and goes on at once;
+    then the held request lands, and a sweep settles the call by its contract."""
+    events = [
+        Event(op="pause", run=0, point="after_intent", seq=seq),
+        Event(op="cloud_fault", fault="hold_next", n=1),
+    ]
+    if how == "held_retried":
+        events.append(Event(op="step", run=0))
+    else:  # killed while it waits to retry (its 504 heard, the request still held)
+        events.append(Event(op="crash", run=0, point=WAIT_POINT, seq=seq, kill=True))
+        if how == "held_late":
+            events.append(Event(op="tick", seconds=SETTINGS.in_flight - LATE))
+        # the restart's check (or keyed re-send) comes before the held request lands
+        events += [Event(op="restart", run=0), Event(op="step", run=0)]
+    return (*events, Event(op="land"), Event(op="sweep"))
 
 
 def raced(how: str) -> tuple[Event, ...]:
@@ -19,6 +47,19 @@ def raced(how: str) -> tuple[Event, ...]:
     if how == "race_sweep":
         return (Event(op="race_claim", run=0, seconds=SETTINGS.lease + 1),)
     return (Event(op="race", run=0),)
+
+
+def elsewhere(kind: str, seq: int) -> tuple[Event, ...]:
+    """A worker on another host (run r2's: ``pilots.FOREIGN_RUN``) is killed after its
+    intent; a restart takes the run over by force (its pid proves nothing here: never
+    ``owner_dead``), and a sweep before its lease ran out must leave it alone."""
+    return (
+        Event(op="start", run=2, agent=kind),
+        Event(op="crash", run=2, point="after_intent", seq=seq, kill=True),
+        Event(op="sweep", seconds=1.0),
+        Event(op="restart", run=2),
+        Event(op="sweep"),
+    )
 
 
 def before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:

@@ -20,6 +20,7 @@ from agent_runtime.loop import claiming, lease, worker
 from agent_runtime.operator import views
 from agent_runtime.store.journal import Journal
 from agent_runtime.store.queries import runtime_queries, split_named
+from agent_runtime.tools import acting
 from agent_runtime.tools.acting import Actor
 
 from .events import Event
@@ -27,6 +28,7 @@ from .minimise import first_failure
 from .mutation import sqlmutants
 from .runners import InProcessRunner
 from .scope import story
+from .test_logged import plant_python
 from .variants import Variant
 
 
@@ -276,6 +278,21 @@ def test_a_checked_call_is_sent_before_anyone_waits_for_it_to_land(
 
     monkeypatch.setattr(Actor, "_attempts", waiting_first)
     assert "stopped with CallInFlight" in failure(runner, events)
+
+
+def test_a_check_waits_out_the_last_second_of_an_in_flight_bound(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart half a second before a held send's in-flight bound must still wait (and,
+    its clock frozen, release the run): a check that calls a second or less "landed" (as
+    ``if seconds <= 1`` would: 7e3876b5) finds nothing, sends again, and the held request
+    lands after it."""
+    events = story("support", "held_late", "", 2, "send_email")
+    assert failure(runner, events) == ""
+    planted = plant_python(monkeypatch, acting, "if seconds <= 0:", "if seconds <= 1:")
+    monkeypatch.setattr(Actor, "_await_landing", planted.Actor._await_landing)
+    found = failure(runner, events)
+    assert "[duplicate_effect] run r0: the remotes hold 2 emails" in found
 
 
 class LateBackoff(Backoff):

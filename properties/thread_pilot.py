@@ -175,7 +175,7 @@ class ThreadPilot(Pilot):
         self.body = Body()
         self._killed = False  # the schedule killed it (SIGKILL): its body stays a zombie
         # on a claimed lease it adopts it, as in the pool
-        self.owner = owner_of(start.label, self.body.pid)
+        self.owner = owner_of(start.label, self.body.pid, start.run_id)
         # SimpleQueue: a C handoff, without queue.Queue's Python-level Condition per put/get
         self._inbox: queue.SimpleQueue[Message | Stop] = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue[Action] = queue.SimpleQueue()
