@@ -29,6 +29,7 @@ from agent_runtime.config import Settings
 from agent_runtime.errors import DatabaseError
 from agent_runtime.store import db
 from agent_runtime.supervisor.main import Supervisor
+from agent_runtime.supervisor.main import _pool_counts as pool_counts  # what /metrics serves
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
@@ -181,6 +182,7 @@ class PoolWorld:
         except DatabaseError:  # its loop's answer: log, reconnect, go on (the sweep below)
             supervisor._reconnect()
         supervisor._next_watch = math.inf  # the sweep below does not watch again
+        self._check_gauge(s)
         if s in self.due:
             self.due.remove(s)
         with warnings.catch_warnings():
@@ -190,6 +192,22 @@ class PoolWorld:
             except DatabaseError:  # its loop's answer: log, reconnect, go on
                 supervisor._reconnect()
                 return supervisor.sweep()
+
+    def _check_gauge(self, s: Supervised) -> None:
+        """**busy_gauge**: the busy workers ``/metrics`` would report now (the command's
+        ``_pool_counts``) are the supervisor's workers whose runs the world sees open."""
+        total, busy = pool_counts(s.supervisor)
+        holding = sum(1 for t in s.tenures if t.exit is None)
+        if (total, busy) != (len(s.supervisor.workers), holding):
+            self.problems.append(
+                Violation(
+                    "busy_gauge",
+                    None,
+                    None,
+                    f"the {s.name} supervisor's /metrics would say {busy} of {total} workers "
+                    f"busy; {holding} of its {len(s.supervisor.workers)} hold a run",
+                )
+            )
 
     def stop(self, name: str) -> list[PoolPilot]:
         """SIGTERM to the supervisor: it stops every worker and hands their runs back."""

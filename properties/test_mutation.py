@@ -164,12 +164,20 @@ def test_a_sweep_that_ignores_leases_is_killed_by_the_command(
         overlay.close()
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "+            if args.prune_after is not None",  # parses a --prune-after nobody gave
+        "+        addresses = args.agent and [DEFAULT_AGENT]",  # serves the default, not --agent
+    ],
+)
 def test_a_supervisor_command_that_misreads_its_options_is_killed_by_the_pool_stage(
-    suite_database: SuiteDatabase, monkeypatch: pytest.MonkeyPatch
+    suite_database: SuiteDatabase, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:
     """No schedule runs the supervisor's command (they build the Supervisor directly); the
-    pool stage starts it once, from the copy: ``args.prune_after is not None`` parses a
-    --prune-after nobody gave, and the command fails before its first pass."""
+    pool stage starts it, from the copy: ``args.prune_after is not None`` parses a
+    --prune-after nobody gave, and the command fails before its first pass; ``args.agent
+    and [...]`` serves the default agent whatever ``--agent`` said."""
     overlay = Overlay()
     try:
         found = pymutants.enumerate_module(overlay.package, "supervisor")
@@ -177,9 +185,7 @@ def test_a_supervisor_command_that_misreads_its_options_is_killed_by_the_pool_st
         misread = [
             m
             for m in made
-            if m is not None
-            and m.where == "main"
-            and changed(m.diff)[-1:] == ("+            if args.prune_after is not None",)
+            if m is not None and m.where == "main" and changed(m.diff)[-1:] == (line,)
         ]
         assert len(misread) == 1
         monkeypatch.setenv("PYTHONPATH", overlay.environ()["PYTHONPATH"])

@@ -31,6 +31,7 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 from agent_runtime.tools.agent import Agent
 from agent_runtime.tools.agent import agent_of as real_agent_of
 
+from . import pool_world
 from .events import Event, Schedule
 from .machine import FAILURES, SHRINK_BUDGET, report, shrinking_within
 from .pilots import Exit, Start
@@ -362,3 +363,20 @@ def test_a_supervisor_that_kills_its_workers_at_a_stop_is_caught(
     finally:
         pool_runner.world.supervisor_class = Supervisor
     assert "[pool_stop] run r0" in found and "was SIGKILLed" in found
+
+
+def test_a_busy_gauge_that_counts_the_idle_workers_is_caught(
+    pool_runner: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/metrics``'s busy workers as ``_pool_counts``' ``is not`` -> ``is`` mutant
+    (b35b62d5) counts them: the idle ones."""
+    events = [Event(op="start", run=0), Event(op="start", run=1), Event(op="start", run=2)]
+    outcome, _ = outcome_and_trace(pool_runner, events)
+    assert not isinstance(outcome, str), outcome
+
+    def idle_counted(supervisor: Supervisor) -> tuple[int, int]:
+        workers = list(supervisor.workers.values())
+        return len(workers), sum(w.lease is None for w in workers)
+
+    monkeypatch.setattr(pool_world, "pool_counts", idle_counted)
+    assert "[busy_gauge]" in _violation(pool_runner, events)

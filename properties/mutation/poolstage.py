@@ -41,6 +41,7 @@ from ..profiles import profile_settings
 from ..runners import InProcessRunner, outcome_and_trace
 from ..server import SuiteDatabase
 
+SUPPORT_ADDRESS = "examples.support:agent"  # an agent other than the default
 NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 
 
@@ -138,13 +139,16 @@ def _command_once(url: str) -> str | None:
     starts: the schedules build the Supervisor directly), its metrics port given once by
     ``--metrics-port 0`` and once by ``METRICS_PORT=0``: it must serve its metrics, find
     nothing to claim, exit 0 and remove its private metrics directory. What is wrong with
-    it, or None. And a bad ``--prune-after`` is one clear line and exit 2, no traceback."""
+    it, or None. The first is also given ``--agent`` (the support example): its first line
+    must name that agent, and only it, as the one it serves. And a bad ``--prune-after`` is
+    one clear line and exit 2, no traceback."""
     env = {**os.environ, "DATABASE_URL": url}
     bad = [sys.executable, "-m", "agent_runtime.supervisor", "--once", "--prune-after", "soon"]
     done = subprocess.run(bad, env=env, capture_output=True, text=True, timeout=60)
     if done.returncode != EXIT_USAGE or "Traceback" in done.stderr:
         return f"--prune-after soon: exit {done.returncode}, said {done.stderr.splitlines()[-3:]}"
-    for flag, env_port in ((["--metrics-port", "0"], None), ([], "0")):
+    named = ["--agent", SUPPORT_ADDRESS]
+    for flag, env_port in ((["--metrics-port", "0", *named], None), ([], "0")):
         command = [sys.executable, "-m", "agent_runtime.supervisor", "--once", *flag]
         env = {**os.environ, "DATABASE_URL": url}
         env.pop(MULTIPROC_ENV, None)  # a private directory, which the command must remove
@@ -162,6 +166,10 @@ def _command_once(url: str) -> str | None:
             return (
                 f"the supervisor's command --once ({how}): exit {done.returncode}, said {said[-3:]}"
             )
+        serves = {word for line in said if " supervisor lease=" in line for word in line.split()}
+        wanted = "agents=support" if named[0] in flag else "agents=provisioning"
+        if wanted not in serves:
+            return f"the supervisor's command --once ({how}) does not say {wanted}: {said[:2]}"
         left = [
             word.split("=", 1)[1] for word in served[0].split() if word.startswith("directory=")
         ]

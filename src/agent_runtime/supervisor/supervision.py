@@ -317,7 +317,8 @@ class Supervisor:
         s = self.settings
         log.info(
             "supervisor lease=%s poll=%s heartbeat=%s max_workers=%d max_attempts=%d "
-            "give_up_after=%s run_backoff=%s run_backoff_cap=%s stuck_after=%s prune_after=%s",
+            "give_up_after=%s run_backoff=%s run_backoff_cap=%s stuck_after=%s prune_after=%s "
+            "agents=%s",
             s.lease,
             s.poll,
             s.heartbeat,
@@ -328,6 +329,7 @@ class Supervisor:
             s.run_backoff_cap,
             s.stuck_after,
             "never" if s.prune_after is None else s.prune_after,
+            ",".join(a.name for a in self.agents),
         )
         try:
             while not self.stopping:
