@@ -14,9 +14,8 @@ from agent_runtime.loop.outcome import Outcome
 
 from .events import Event
 from .handback import STOPPING, _listen, logfmt
-from .minimise import first_failure
+from .planting import failure, plant_sql
 from .runners import InProcessRunner
-from .test_stories import plant_sql
 
 # A zombie: r0's first worker stalls before deciding, the sweep hands the run to another,
 # which finishes it; the first wakes up fenced.
@@ -36,11 +35,6 @@ IDLE = (
     Event(op="pause", run=0, point="after_decide", seq=0),
     Event(op="resume", run=0),
 )
-
-
-def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
-    found = first_failure(runner, events)
-    return "" if found is None else str(found)
 
 
 def test_a_fenced_worker_must_say_who_holds_its_run(

@@ -11,9 +11,9 @@ from agent_runtime.loop import claiming, lease
 
 from .minimise import first_failure
 from .pilots import ELSEWHERE, on_another_host, owner_of
+from .planting import plant_python
 from .runners import InProcessRunner
 from .scope import story
-from .test_logged import plant_python
 
 ELSEWHERE_STORY = story("provisioning", "elsewhere", "", 0)
 

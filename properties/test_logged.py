@@ -7,10 +7,7 @@ its name (``pilots.enter``)."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
-import types
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +22,7 @@ from agent_runtime.tools.agent import Agent, by_name
 from . import handback
 from .events import Event
 from .minimise import first_failure
+from .planting import plant_python
 from .runners import InProcessRunner
 from .scope import story
 
@@ -162,19 +160,6 @@ def test_a_worker_that_stopped_on_an_error_marks_it_said(
     assert "[reported] run r0: w1 stopped with RemoteUnavailable, said in `stopped run=r0" in str(
         found
     )
-
-
-def plant_python(monkeypatch: pytest.MonkeyPatch, module: Any, old: str, new: str) -> Any:
-    """``module`` made again from its source with ``old`` replaced by ``new`` (one mutant,
-    as the driver writes it), its classes and functions put in place of the real ones."""
-    source = inspect.getsource(module)
-    assert source.count(old) == 1
-    planted = types.ModuleType(module.__name__)
-    planted.__dict__.update({"__file__": module.__file__, "__name__": module.__name__})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SyntaxWarning)  # `is not` with a literal
-        exec(compile(source.replace(old, new), module.__file__, "exec"), planted.__dict__)
-    return planted
 
 
 def test_a_read_tools_retry_journals_no_send(

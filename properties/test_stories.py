@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from importlib import resources
 from typing import Any
 
 import pytest
@@ -19,38 +18,14 @@ from agent_runtime.backoff import Backoff
 from agent_runtime.loop import claiming, lease, worker
 from agent_runtime.operator import views
 from agent_runtime.store.journal import Journal
-from agent_runtime.store.queries import runtime_queries, split_named
 from agent_runtime.tools import acting
 from agent_runtime.tools.acting import Actor
 
 from .events import Event
-from .minimise import first_failure
-from .mutation import sqlmutants
+from .planting import failure, plant_python, plant_sql
 from .runners import InProcessRunner
 from .scope import story
-from .test_logged import plant_python
 from .variants import Variant
-
-
-def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
-    found = first_failure(runner, events)
-    return "" if found is None else str(found)
-
-
-def plant_sql(monkeypatch: pytest.MonkeyPatch, mutant_id: str) -> None:
-    """The runtime runs the SQL mutant ``mutant_id`` (the mutation report's id) of one of
-    queries.sql's statements, in this process."""
-    name = mutant_id.split(":")[1]
-    text = resources.files("agent_runtime").joinpath("sql", "queries.sql").read_text("utf-8")
-    (mutant,) = [
-        m
-        for m in sqlmutants.mutants_of_file(
-            text, "sql/queries.sql", names=[name], module="sql/queries.sql"
-        )
-        if m.id == mutant_id
-    ]
-    texts = runtime_queries()._texts  # the one statement swapped; monkeypatch undoes it
-    monkeypatch.setitem(texts, name, split_named(mutant.mutated)[name])
 
 
 class KeepingJournal(Journal):

@@ -1,0 +1,54 @@
+"""Slips planted in this process's runtime, for the tests that show a check catches the
+mutant it exists for (each as the mutation driver writes it), and a schedule's failure as
+text."""
+
+from __future__ import annotations
+
+import inspect
+import types
+import warnings
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from agent_runtime.store.queries import runtime_queries, split_named
+
+from .events import Event
+from .minimise import first_failure
+from .mutation import sqlmutants
+from .runners import InProcessRunner
+
+
+def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
+    found = first_failure(runner, events)
+    return "" if found is None else str(found)
+
+
+def plant_sql(monkeypatch: pytest.MonkeyPatch, mutant_id: str) -> None:
+    """The runtime runs the SQL mutant ``mutant_id`` (the mutation report's id) of one of
+    queries.sql's statements, in this process."""
+    name = mutant_id.split(":")[1]
+    text = resources.files("agent_runtime").joinpath("sql", "queries.sql").read_text("utf-8")
+    (mutant,) = [
+        m
+        for m in sqlmutants.mutants_of_file(
+            text, "sql/queries.sql", names=[name], module="sql/queries.sql"
+        )
+        if m.id == mutant_id
+    ]
+    texts = runtime_queries()._texts  # the one statement swapped; monkeypatch undoes it
+    monkeypatch.setitem(texts, name, split_named(mutant.mutated)[name])
+
+
+def plant_python(monkeypatch: pytest.MonkeyPatch, module: Any, old: str, new: str) -> Any:
+    """``module`` made again from its source with ``old`` replaced by ``new`` (one mutant,
+    as the driver writes it), its classes and functions put in place of the real ones."""
+    source = inspect.getsource(module)
+    assert source.count(old) == 1
+    planted = types.ModuleType(module.__name__)
+    planted.__dict__.update({"__file__": module.__file__, "__name__": module.__name__})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # `is not` with a literal
+        exec(compile(source.replace(old, new), module.__file__, "exec"), planted.__dict__)
+    return planted
