@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import types
 import warnings
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -23,6 +24,18 @@ from .runners import InProcessRunner
 def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
     found = first_failure(runner, events)
     return "" if found is None else str(found)
+
+
+def caught_with(
+    runner: InProcessRunner, events: tuple[Event, ...], slip: Callable[[], object]
+) -> str:
+    """``events`` pass on the real runtime, and fail once ``slip`` has planted its slip:
+    how they fail (a slip nothing catches fails the calling test)."""
+    assert failure(runner, events) == ""
+    slip()
+    found = failure(runner, events)
+    assert found, "the slip was not caught"
+    return found
 
 
 def plant_sql(monkeypatch: pytest.MonkeyPatch, mutant_id: str) -> None:
