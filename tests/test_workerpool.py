@@ -174,6 +174,8 @@ def test_an_idle_pool_worker_that_dies_is_replaced(
     sup = supervisors(*FAST, "--max-workers", "1")
     wait_for("the first run done", lambda: _status(conn, "first") == "done")
     [idle] = _started(sup)
+    # idle only once the supervisor heard it end the run (the row is done a moment before)
+    wait_for("its end heard", lambda: f"worker-exited run=first code=0 pid={idle}" in sup.text)
     os.kill(idle, signal.SIGKILL)
     wait_for("its replacement", lambda: len(_started(sup)) == 2)
     assert f"worker-gone pid={idle} code=-9" in sup.text
