@@ -8,6 +8,7 @@ from .agents import KINDS
 from .runners import InProcessRunner
 from .scope import (
     DURABLE_STORIES,
+    HOST_STORIES,
     ONCE_TOOL,
     POINT_STORIES,
     RACE_STORIES,
@@ -26,7 +27,9 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
     seen: set[tuple[str, str, str, int]] = set()
     for cell in grid(inprocess_runner):
         start = next(e for e in cell.events if e.op != "configure")  # the deployment first
-        assert start.op == "start" and start.run == 0 and start.kind == cell.kind
+        foreign = cell.how in HOST_STORIES  # run r2's: a worker of another host
+        assert start.op == "start" and start.run == (2 if foreign else 0)
+        assert start.kind == cell.kind
         placed = [e for e in cell.events if e.seq == cell.seq and e.point is not None]
         assert placed, cell  # the disruption (or the fault's pause) is at that step
         point = cell.point or str(placed[0].point)
@@ -60,5 +63,12 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
         assert [c.point for c in grid(inprocess_runner) if c.how == how] == [point], how
     assert ("support", "stale_outage", "after_intent", 0) in seen  # the read's step only
     assert ("support", "stale_outage", "after_intent", 1) not in seen
-    stories = (*POINT_STORIES, *STEP_STORIES, *RESOLVE_STORIES, *DURABLE_STORIES, *RACE_STORIES)
+    for how in HOST_STORIES:  # one cell each, at the first kind's first step, run r2's
+        [cell] = [c for c in grid(inprocess_runner) if c.how == how]
+        assert (cell.kind, cell.seq) == (KINDS[0], 0)
+        assert {e.run for e in cell.events if e.run is not None} == {2}
+    stories = (
+        *POINT_STORIES, *STEP_STORIES, *RESOLVE_STORIES, *DURABLE_STORIES, *RACE_STORIES,
+        *HOST_STORIES,
+    )  # fmt: skip
     assert set(STORIES) == set(stories)
