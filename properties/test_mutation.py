@@ -175,9 +175,10 @@ def test_a_supervisor_command_that_misreads_its_options_is_killed_by_the_pool_st
     suite_database: SuiteDatabase, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:
     """No schedule runs the supervisor's command (they build the Supervisor directly); the
-    pool stage starts it, from the copy: ``args.prune_after is not None`` parses a
-    --prune-after nobody gave, and the command fails before its first pass; ``args.agent
-    and [...]`` serves the default agent whatever ``--agent`` said."""
+    pool stage's last step starts it, from the copy (run alone here: ``--command-only``):
+    ``args.prune_after is not None`` parses a --prune-after nobody gave, and the command
+    fails before its first pass; ``args.agent and [...]`` serves the default agent
+    whatever ``--agent`` said."""
     overlay = Overlay()
     try:
         found = pymutants.enumerate_module(overlay.package, "supervisor")
@@ -191,7 +192,7 @@ def test_a_supervisor_command_that_misreads_its_options_is_killed_by_the_pool_st
         monkeypatch.setenv("PYTHONPATH", overlay.environ()["PYTHONPATH"])
         monkeypatch.setenv(DATADIR_ENV, str(suite_database.cluster.datadir))
         with overlay.applied(misread[0]):
-            outcome, output = run_tests(f"{sys.executable} {CHECK} --pool-only", 300)
+            outcome, output = run_tests(f"{sys.executable} {CHECK} --command-only", 300)
         assert f"agent_runtime={overlay.package}" in output
         assert outcome == work_item.TestOutcome.KILLED, output
         assert "after: pool: the supervisor's command, --once" in output, output

@@ -56,6 +56,11 @@ def _check(argv: Sequence[str] | None) -> int:
     parser.add_argument(
         "--pool-only", action="store_true", help="the pool stage alone (tests, iterating)"
     )
+    parser.add_argument(
+        "--command-only",
+        action="store_true",
+        help="the pool stage's last step alone: the supervisor's command (tests)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
     # Imported here, not above: importing the runtime is part of what a mutant may break.
@@ -74,7 +79,7 @@ def _check(argv: Sequence[str] | None) -> int:
     runner = InProcessRunner(database.url, server=database)
     try:
         with tempfile.TemporaryDirectory(prefix="mutant-failures-") as failures:
-            if args.pool_only:
+            if args.pool_only or args.command_only:
                 error, stage, saved = None, "skipped", []
             elif args.no_hypothesis:
                 runner.warm()
@@ -101,7 +106,12 @@ def _check(argv: Sequence[str] | None) -> int:
                     if in_scope
                     else f"{result.scope_tried} scope schedules, {result.examples} examples"
                 )
-        if (args.pool or args.pool_only) and error is None:
+        if args.command_only:
+            from .poolstage import command_stage  # the real supervisor's command
+
+            pooled = command_stage(database)
+            error, stage, saved = pooled.error, pooled.stage, []
+        elif (args.pool or args.pool_only) and error is None:
             print(f"in-process: passed ({stage}) in {time.monotonic() - began:.1f}s; "
                   f"supervisor imported: {_supervisor_imported()}", flush=True)  # fmt: skip
             from .poolstage import pool_stage  # the real supervisor, imported now

@@ -42,6 +42,7 @@ from ..runners import InProcessRunner, outcome_and_trace
 from ..server import SuiteDatabase
 
 SUPPORT_ADDRESS = "examples.support:agent"  # an agent other than the default
+COMMAND_STAGE = "pool: the supervisor's command, --once"
 NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 
 
@@ -117,7 +118,7 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         looped = loop_problems(pool)
         if looped:
             raise PoolFinding("\n".join(str(v) for v in looped))
-        stage = "pool: the supervisor's command, --once"
+        stage = COMMAND_STAGE
         pool.reset()  # no run left: the command claims nothing and exits at once
         found = _command_once(database.url)
         if found is not None:
@@ -132,6 +133,15 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
     finally:
         pool.close()
     return PoolVerdict(error, stage, failing[-1:], time.monotonic() - began)
+
+
+def command_stage(database: SuiteDatabase) -> PoolVerdict:
+    """The pool stage's last step alone (``check --command-only``: tests of what only the
+    command reads, its options, without the schedules before it)."""
+    began = time.monotonic()
+    found = _command_once(database.url)
+    error = None if found is None else PoolFinding(found)
+    return PoolVerdict(error, COMMAND_STAGE, [], time.monotonic() - began)
 
 
 def _command_once(url: str) -> str | None:
