@@ -102,6 +102,7 @@ RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_inten
                        "race_confirm": "after_call", "race_claim": "after_decide",
                        "race_sweep": "after_decide"}  # fmt: skip
 RACE_AT: Final = ("support", 1)
+ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *RACE_STORIES, *HOST_STORIES)  # the first pass
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
     "crash", "overtaken", "outpaced", *RACE_STORIES, *HOST_STORIES, *STEP_STORIES, "woken",
@@ -114,6 +115,8 @@ DECIDE_POINTS: Final = ("before_decide", "after_decide_before_journal", "after_d
 # before_intent as at after_decide, at after_call as at after_intent. One of each suffices.
 WRITTEN_AT: Final = ("after_decide", "after_intent", "after_confirm")
 ONCE_TOOL: Final = {"once": "send_email"}  # the kind whose call parks the run, and its tool
+# the tools whose contract no first-kind step has: the read, the checked send, the once call
+CONTRACT_TOOLS: Final = {"support": (READ_TOOL, "send_email"), "once": (ONCE_TOOL["once"],)}
 
 
 def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Event, ...]:
@@ -284,23 +287,23 @@ class Cell:
 
 def grid(runner: ScheduleRunner, *, stories: tuple[str, ...] = STORIES) -> Iterator[Cell]:
     """Every story at every point (or once) of every step of every kind's crash-free run:
-    first every story at the first step of the first kind, then all the rest.
+    first every story at the first step of the first kind and at each step whose tool
+    has a contract of its own, then all the rest.
 
     Breadth first: a bug in a mechanism (fencing, the claim, the heartbeat, a retry, the
     durability of a write) shows wherever the story that exercises it can fire, so the
     first step of one run tries every story within about a second (and the durable
-    stories, one cell each, wherever they are), and only a bug of one place (one point,
-    one step, one kind) waits for the deep pass."""
-    shallow_first = sorted(  # stable: each pass keeps the story by story order
-        _cells(runner, stories),
-        key=lambda c: (
-            not (
-                (c.kind == KINDS[0] and c.seq == 0)
-                or c.how in DURABLE_STORIES
-                or c.how in RACE_STORIES
-            )
-        ),
-    )
+    stories, one cell each, wherever they are). A contract is a mechanism too: a read
+    has no journal guard, a checked send its check, a once call its parking and its
+    durable confirm; so the steps of :data:`CONTRACT_TOOLS` come in a second pass, and only
+    a bug of one place (one point, one step, one kind) waits for the deep pass."""
+
+    def pass_of(c: Cell) -> int:
+        if (c.kind == KINDS[0] and c.seq == 0) or c.how in ONE_CELL_STORIES:
+            return 0
+        return 1 if runner.baseline(c.kind).tools[c.seq] in CONTRACT_TOOLS.get(c.kind, ()) else 2
+
+    shallow_first = sorted(_cells(runner, stories), key=pass_of)  # stable: story by story
     yield from shallow_first
 
 
