@@ -5,8 +5,10 @@ The mock model keeps every question it answered as it came (``Model.questions``,
 opens with its agent's instructions (the system message, when the agent has any) and the
 run's input (the first user message), exactly, and each assistant message in it is an
 answer the model gave that run, as the runtime keeps one (its role, content and tool
-calls with their ids); every question of either protocol names the run it is asked for
-and carries a list of steps or messages. Without it a runtime that dropped the
+calls with their ids); every question of either protocol names the run it is asked for,
+carries a list of steps or messages, and comes in its agent's protocol (a runtime that
+asked the seed's ``decide`` agent in Chat Completions passed the whole suite: the mock
+answers both alike, 2026-12-06 full run). Without it a runtime that dropped the
 instructions or the input from every request, or sent its own remake of an answer, passed
 the whole suite: the mock answers from the history alone (ARCHITECTURE.md, mutation gap
 class 18).
@@ -72,6 +74,17 @@ def asked_truly(
         if kind is None:
             continue  # not a run of this schedule's
         agent = agents[kind]
+        if question["protocol"] != agent.protocol:
+            found.append(
+                Violation(
+                    "asked",
+                    run,
+                    None,
+                    f"question {n} came in the {question['protocol']!r} protocol; the agent "
+                    f"{agent.name} speaks {agent.protocol!r}",
+                )
+            )
+            continue
         if question["protocol"] == "decide":
             if body.get("run_id") != run or not isinstance(body.get("history"), list):
                 found.append(Violation("asked", run, None, f"question {n} is {body!r:.200}"))

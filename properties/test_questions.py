@@ -8,16 +8,18 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime.llm import conversation, models
+from agent_runtime.llm import conversation, deciding, models
 
 from .agents import suite_agents
 from .events import Event
+from .planting import caught_with, plant_python
 from .questions import asked, asked_truly, opening
 from .remotes import InProcessRemotes
 from .runners import InProcessRunner
 from .violations import Violation, Violations
 
 SUPPORT = suite_agents("http://support")["support"]
+PROVISIONING = suite_agents("http://support")["provisioning"]  # the seed's: ``decide``
 
 
 def test_the_model_keeps_each_question_of_both_protocols_until_a_reset() -> None:
@@ -69,7 +71,7 @@ def test_a_question_without_the_instructions_or_the_input_is_not_asked_truly() -
     (found,) = asked_truly([first, _chat("r0", [instructions, task, remade])], kinds, agents)
     assert "no answer the model gave" in str(found)
     decide = {"run_id": "r0", "protocol": "decide", "body": {"run_id": "r1", "history": []}}
-    (found,) = asked_truly([decide], kinds, agents)
+    (found,) = asked_truly([decide], {"r0": "provisioning"}, {"provisioning": PROVISIONING})
     assert "question 0 is" in str(found)
 
 
@@ -109,3 +111,25 @@ def test_a_runtime_that_remakes_the_models_answers_is_caught(
     monkeypatch.setattr(conversation, "_answer_messages", _remade)
     with pytest.raises((Violation, Violations), match="no answer the model gave"):
         inprocess_runner.replay(events)
+
+
+def test_a_question_in_another_protocol_than_its_agents_is_not_asked_truly(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``model_for``'s ``== "decide"`` as its ``>`` mutant (dfa23159) has it: the seed's
+    ``decide`` agent is asked in Chat Completions, which the mock answers alike."""
+    decide = {"run_id": "r0", "protocol": "decide", "body": {"run_id": "r0", "history": []}}
+    (found,) = asked_truly([decide], {"r0": "support"}, {"support": SUPPORT})
+    assert "came in the 'decide' protocol; the agent support speaks 'chat'" in str(found)
+    planted = plant_python(
+        monkeypatch,
+        deciding,
+        '(s.model_protocol or agent.protocol) == "decide"',
+        '(s.model_protocol or agent.protocol) > "decide"',
+    )
+    found_text = caught_with(
+        runner,
+        (Event(op="start", run=0, agent="provisioning"),),
+        lambda: monkeypatch.setattr(deciding.Decider, "model_for", planted.Decider.model_for),
+    )
+    assert "came in the 'chat' protocol; the agent provisioning speaks 'decide'" in found_text
