@@ -28,6 +28,7 @@ worker's request an answer belonged to.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal, cast
@@ -39,6 +40,7 @@ from pydantic import StringConstraints
 from agent_runtime import Agent, Call, Result, Tool, Wiring, tool
 from agent_runtime.clients import GENERATION_HEADER
 from agent_runtime.tools import provisioning as seed
+from agent_runtime.tools.agent import Protocol
 from agent_runtime.tools.tooldef import Effect
 
 from . import waits
@@ -125,7 +127,11 @@ def desk_tools(wiring: Wiring, *, url: str, email: Literal["checked", "once"]) -
 def suite_agents(support_url: str) -> Mapping[str, Agent]:
     """The suite's agents by kind, their support tools talking to ``support_url``."""
     return {
-        "provisioning": seed.agent,
+        # the seed's agent, its protocol as configuration would give it (``decide``: equal
+        # to the runtime's literal, never the same object, as the desk's contracts are)
+        "provisioning": dataclasses.replace(
+            seed.agent, protocol=cast(Protocol, "".join(list(seed.agent.protocol)))
+        ),
         "parallel": Agent(
             name="provisioning-parallel",
             tools=seed.make_tools,

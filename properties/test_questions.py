@@ -113,11 +113,14 @@ def test_a_runtime_that_remakes_the_models_answers_is_caught(
         inprocess_runner.replay(events)
 
 
+@pytest.mark.parametrize("slip", ["> ", "is "])
 def test_a_question_in_another_protocol_than_its_agents_is_not_asked_truly(
-    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, slip: str
 ) -> None:
-    """``model_for``'s ``== "decide"`` as its ``>`` mutant (dfa23159) has it: the seed's
-    ``decide`` agent is asked in Chat Completions, which the mock answers alike."""
+    """``model_for``'s ``== "decide"`` as its ``>`` (dfa23159) and ``is`` (fb6bd579)
+    mutants have it: the seed's ``decide`` agent (its protocol as configuration gives it:
+    equal to the literal, never the same object) is asked in Chat Completions, which the
+    mock answers alike."""
     decide = {"run_id": "r0", "protocol": "decide", "body": {"run_id": "r0", "history": []}}
     (found,) = asked_truly([decide], {"r0": "support"}, {"support": SUPPORT})
     assert "came in the 'decide' protocol; the agent support speaks 'chat'" in str(found)
@@ -125,7 +128,7 @@ def test_a_question_in_another_protocol_than_its_agents_is_not_asked_truly(
         monkeypatch,
         deciding,
         '(s.model_protocol or agent.protocol) == "decide"',
-        '(s.model_protocol or agent.protocol) > "decide"',
+        f'(s.model_protocol or agent.protocol) {slip}"decide"',
     )
     found_text = caught_with(
         runner,
