@@ -97,12 +97,13 @@ class Endings(Driving):
             )
         if kind == "NeedsAttention":  # parked, or found parked
             return self._status(w.run) == "needs_attention"
-        if kind == "RunUnavailable":  # found parked, or cancelled before it began (pool mode:
-            # the operator's cancel between the supervisor's claim and the worker's adoption),
-            # or failed for good by a permanent error the schedule caused
+        if kind == "RunUnavailable":  # cancelled before it began (pool mode: the operator's
+            # cancel between the supervisor's claim and the worker's adoption), or failed for
+            # good by a permanent error the schedule caused; a parked run is refused as
+            # NeedsAttention (exit 6, not 5: an operator's script tells the two apart)
             status = self._status(w.run)
             failed = status == "failed" and w.run in self.failed_for_good
-            return failed or status in ("needs_attention", "cancelled")
+            return failed or status == "cancelled"
         if kind == "BackingOff":  # a restart of a run released on an error, before its wait
             row = sqlfile.one(self.conn, "lease_of", {"run": w.run})
             waiting = row is not None and row["owner"] is None and row["lease_expires_at"]
