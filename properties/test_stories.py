@@ -288,13 +288,19 @@ def _retries_without_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Actor, "_attempts", hasty)
 
 
-@pytest.mark.parametrize("slip", ["late", "hasty"])
+@pytest.mark.parametrize("slip", ["late", "hasty", "more"])
 def test_a_tools_retry_waits_its_declared_backoff(
     runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, slip: str
 ) -> None:
-    events = story("support", "remote_fault", "", 1, "file_ticket")
+    events = story("support", "outage" if slip == "more" else "remote_fault", "", 1, "file_ticket")
     assert failure(runner, events) == ""
-    if slip == "late":
+    if slip == "more":  # one attempt beyond the declared retries (664468aa)
+        planted = plant_python(
+            monkeypatch, acting, "range(1, tool.retries + 2)", "range(1, tool.retries + 3)"
+        )
+        monkeypatch.setattr(Actor, "_attempts", planted.Actor._attempts)
+        caught = "[backoff] run r0 step 1: w1 backed off for attempt 4 of file_ticket, which"
+    elif slip == "late":
         monkeypatch.setattr(worker, "Backoff", LateBackoff)
         caught = "[backoff] run r0 step 1: w1 waited 1.0s before attempt 2 of file_ticket"
     else:

@@ -21,7 +21,9 @@ cancel *during* a client's wait were all out of reach (gap class 15).
 The desk's tools note every attempt they make (:func:`attempted`, through the worker
 thread's :class:`WaitLog`), and :func:`backoff_truth` holds the two together: the attempt
 ``n > 1`` of a call went out after exactly one backoff wait of that call, of
-``delay(n - 1)`` under the tool's declared backoff (no jitter in the suite), and no other.
+``delay(n - 1)`` under the tool's declared backoff (no jitter in the suite), and no other;
+and never an attempt beyond the tool's declared retries (``range(1, retries + 3)``, one
+attempt too many, passed the suite: 2026-12-06 full run).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Wait:
     attempt: int | None = None  # the tool's attempt it comes before (BACKOFF), or is in
     tool: str = ""
     base: float | None = None  # the tool's declared backoff (BACKOFF)
+    retries: int | None = None  # ... and its declared retries (BACKOFF)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +137,7 @@ def _wait_of(frame: FrameType, seconds: float) -> Wait:
             attempt=local["attempt"],
             tool=tool.name,
             base=tool.backoff,
+            retries=tool.retries,
         )
     if isinstance(local.get("self"), OwnedWait):
         outer: FrameType | None = frame.f_back
@@ -179,6 +183,17 @@ def backoff_truth(label: str, log: WaitLog, cap: float) -> list[Violation]:
                     wait.seq,
                     f"{label} waited {wait.seconds}s before the first attempt of {wait.tool}: "
                     "a tool backs off only between two attempts",
+                )
+            )
+            continue
+        if wait.retries is not None and wait.attempt > wait.retries + 1:
+            found.append(
+                Violation(
+                    "backoff",
+                    wait.run,
+                    wait.seq,
+                    f"{label} backed off for attempt {wait.attempt} of {wait.tool}, which "
+                    f"declares {wait.retries} retries: {wait.retries + 1} attempts at most",
                 )
             )
             continue
