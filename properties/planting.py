@@ -4,6 +4,7 @@ text."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import warnings
@@ -36,6 +37,25 @@ def caught_with(
     found = failure(runner, events)
     assert found, "the slip was not caught"
     return found
+
+
+def caught_with_edit(
+    runner: InProcessRunner,
+    events: tuple[Event, ...],
+    monkeypatch: pytest.MonkeyPatch,
+    edit: tuple[Any, str, str],
+    *,
+    take: str,
+    put: tuple[Any, str],
+) -> str:
+    """:func:`caught_with` of one mutant as the driver writes it: ``edit`` is (module, old,
+    new), ``take`` the dotted name of what the edited module made (``"Actor._attempts"``),
+    put where the runtime looks it up (``put``: an object and an attribute)."""
+    module, old, new = edit
+    planted = functools.reduce(
+        getattr, take.split("."), plant_python(monkeypatch, module, old, new)
+    )
+    return caught_with(runner, events, lambda: monkeypatch.setattr(*put, planted))
 
 
 def plant_sql(monkeypatch: pytest.MonkeyPatch, mutant_id: str) -> None:

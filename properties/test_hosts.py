@@ -10,7 +10,7 @@ import pytest
 from agent_runtime.loop import claiming, lease
 
 from .pilots import ELSEWHERE, on_another_host, owner_of
-from .planting import caught_with, plant_python
+from .planting import caught_with_edit
 from .runners import InProcessRunner
 from .scope import story
 
@@ -30,12 +30,14 @@ def test_an_owner_on_another_host_is_never_proved_dead_here(
 ) -> None:
     """``owner_is_dead``'s host test as its ``!=`` -> ``is`` mutant (8c5bce48) has it:
     never true, so a killed worker of another host is taken for dead by its pid."""
-    planted = plant_python(
-        monkeypatch, lease, "or parts[0] != host_identity() or", "or parts[0] is host_identity() or"
-    )
-    found = caught_with(
+    old = "or parts[0] != host_identity() or"
+    edit = (lease, old, old.replace("!=", "is"))
+    found = caught_with_edit(
         runner,
         ELSEWHERE_STORY,
-        lambda: monkeypatch.setattr(claiming, "owner_is_dead", planted.owner_is_dead),
+        monkeypatch,
+        edit,
+        take="owner_is_dead",
+        put=(claiming, "owner_is_dead"),
     )
     assert "[claim_truth] run r2" in found and "ran on another host" in found

@@ -22,7 +22,7 @@ from agent_runtime.tools.agent import Agent, by_name
 from . import handback
 from .events import Event
 from .minimise import first_failure
-from .planting import caught_with, plant_python
+from .planting import caught_with_edit, plant_python
 from .runners import InProcessRunner
 from .scope import story
 
@@ -208,13 +208,9 @@ def test_a_plain_start_of_a_run_a_live_worker_holds_is_refused(
     """At a restart of a run its live worker holds, a plain claim (no takeover) is refused
     (``rival.py``); ``claim_run``'s ``lease_live or (...)`` (``d25e9bbf``) takes it."""
     events = story("support", "outpaced", "after_intent", 0)
-    planted = plant_python(
-        monkeypatch,
-        claiming,
-        "if run.lease_live and (takeover or dead):",
-        "if run.lease_live or (takeover or dead):",
-    )
-    found = caught_with(
-        runner, events, lambda: monkeypatch.setattr(claiming, "claim_run", planted.claim_run)
+    old = "if run.lease_live and (takeover or dead):"
+    edit = (claiming, old, old.replace(" and ", " or "))
+    found = caught_with_edit(
+        runner, events, monkeypatch, edit, take="claim_run", put=(claiming, "claim_run")
     )
     assert "[rival] run r0: a plain start (no takeover) of the run held by the live" in found

@@ -12,7 +12,7 @@ from agent_runtime.llm import conversation, deciding, models
 
 from .agents import suite_agents
 from .events import Event
-from .planting import caught_with, plant_python
+from .planting import caught_with_edit
 from .questions import asked, asked_truly, opening
 from .remotes import InProcessRemotes
 from .runners import InProcessRunner
@@ -124,15 +124,13 @@ def test_a_question_in_another_protocol_than_its_agents_is_not_asked_truly(
     decide = {"run_id": "r0", "protocol": "decide", "body": {"run_id": "r0", "history": []}}
     (found,) = asked_truly([decide], {"r0": "support"}, {"support": SUPPORT})
     assert "came in the 'decide' protocol; the agent support speaks 'chat'" in str(found)
-    planted = plant_python(
-        monkeypatch,
-        deciding,
-        '(s.model_protocol or agent.protocol) == "decide"',
-        f'(s.model_protocol or agent.protocol) {slip}"decide"',
-    )
-    found_text = caught_with(
+    old = '(s.model_protocol or agent.protocol) == "decide"'
+    found_text = caught_with_edit(
         runner,
         (Event(op="start", run=0, agent="provisioning"),),
-        lambda: monkeypatch.setattr(deciding.Decider, "model_for", planted.Decider.model_for),
+        monkeypatch,
+        (deciding, old, old.replace("== ", slip)),
+        take="Decider.model_for",
+        put=(deciding.Decider, "model_for"),
     )
     assert "came in the 'chat' protocol; the agent provisioning speaks 'decide'" in found_text

@@ -9,7 +9,7 @@ import pytest
 from agent_runtime.loop import claiming, worker
 
 from .events import Event
-from .planting import caught_with, plant_python
+from .planting import caught_with_edit
 from .runners import InProcessRunner
 from .scope import story
 
@@ -22,13 +22,9 @@ def test_a_parked_run_is_refused_as_needing_attention(
     runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``claim_run``'s ``== "needs_attention"`` as its ``>`` mutant (08a53275) has it."""
-    planted = plant_python(
-        monkeypatch,
-        claiming,
-        'refusal = NeedsAttention if run.status == "needs_attention" else RunUnavailable',
-        'refusal = NeedsAttention if run.status > "needs_attention" else RunUnavailable',
-    )
-    found = caught_with(
-        runner, PARKED, lambda: monkeypatch.setattr(worker, "claim_run", planted.claim_run)
+    old = 'refusal = NeedsAttention if run.status == "needs_attention" else RunUnavailable'
+    edit = (claiming, old, old.replace("==", ">"))
+    found = caught_with_edit(
+        runner, PARKED, monkeypatch, edit, take="claim_run", put=(worker, "claim_run")
     )
     assert "stopped with RunUnavailable: run r0 is needs_attention" in found, found
