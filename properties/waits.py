@@ -16,6 +16,11 @@ cancel *during* a client's wait were all out of reach (gap class 15).
 - at a *retry wait* (a tool's backoff, or its client's wait before a re-send) it is a gate,
   :data:`WAIT_POINT`: a schedule may ``pause`` (or crash, stall) a worker there and let a
   restart, a sweep or an operator's cancel land before the wait is over;
+- the wait for an earlier attempt of a ``checked`` call to land before its check
+  (``Actor._await_landing``) is the same gate: a schedule may move the clock by part of
+  the wait while the worker stands there, and :func:`landing_truth` holds the worker to
+  its rule (wait again only if the clock moved at least half the last wait; otherwise
+  release the run with ``CallInFlight``, never check early);
 - it returns at once: the clock does not move by the wait (a schedule moves it).
 
 The desk's tools note every attempt they make (:func:`attempted`, through the worker
@@ -31,7 +36,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Any, Final
 
@@ -43,7 +48,8 @@ from .violations import Violation
 WAIT_POINT: Final = "retry_wait"  # the gate of a retry wait (a tool's backoff, a client's)
 BACKOFF: Final = "backoff"  # a tool's wait between two attempts of a call
 CLIENT: Final = "client"  # a tool client's wait before it sends again (OwnedWait)
-OTHER: Final = "other"  # any other wait (a landing, the model client's retries)
+LANDING: Final = "landing"  # a checked call's wait for its earlier attempts to land
+OTHER: Final = "other"  # any other wait (the model client's retries)
 DEPTH: Final = 12  # frames a client's wait looks up for the attempt it belongs to
 
 
@@ -51,7 +57,7 @@ DEPTH: Final = 12  # frames a client's wait looks up for the attempt it belongs 
 class Wait:
     """One wait a worker made, and why."""
 
-    cause: str  # BACKOFF, CLIENT or OTHER
+    cause: str  # BACKOFF, CLIENT, LANDING or OTHER
     seconds: float
     caller: str  # the function that waited
     run: str = ""
@@ -61,6 +67,8 @@ class Wait:
     tool: str = ""
     base: float | None = None  # the tool's declared backoff (BACKOFF)
     retries: int | None = None  # ... and its declared retries (BACKOFF)
+    key: str = ""  # the call's key (LANDING)
+    invocation: int = 0  # which landing wait of the worker's it is part of (LANDING)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +90,8 @@ class WaitLog:
     attempts: list[Attempt] = field(default_factory=list)
     judged_waits: int = 0
     judged_attempts: int = 0
+    judged_landings: int = 0
+    judged_release: bool = False
 
 
 _bound = threading.local()  # the WaitLog of the worker whose thread this is
@@ -114,9 +124,18 @@ class WaitSeam:
     def __init__(self, hook: Callable[[str, int], None], log: WaitLog | None = None) -> None:
         self._hook = hook
         self.log = log if log is not None else WaitLog()
+        # the frame of the landing wait last seen, kept alive so that a later one is told
+        # apart from it by identity (a finished frame's address may be reused)
+        self._landing: FrameType | None = None
+        self._landings = 0
 
     def __call__(self, seconds: float) -> None:
-        wait = _wait_of(sys._getframe(1), seconds)
+        frame = sys._getframe(1)
+        wait = _wait_of(frame, seconds)
+        if wait.cause == LANDING:
+            if frame is not self._landing:
+                self._landing, self._landings = frame, self._landings + 1
+            wait = replace(wait, invocation=self._landings)
         self.log.waits.append(wait)
         if wait.cause != OTHER and wait.seq is not None:
             self._hook(WAIT_POINT, wait.seq)
@@ -125,6 +144,17 @@ class WaitSeam:
 def _wait_of(frame: FrameType, seconds: float) -> Wait:
     caller = frame.f_code.co_name
     local = frame.f_locals
+    if caller == "_await_landing" and "call" in local and "lease" in local:
+        lease, call = local["lease"], local["call"]
+        return Wait(
+            cause=LANDING,
+            seconds=seconds,
+            caller=caller,
+            run=lease.run_id,
+            generation=lease.generation,
+            seq=call.seq,
+            key=call.idem_key,
+        )
     if caller == "_attempts" and "attempt" in local and "context" in local:
         context, tool = local["context"], local["tool"]
         return Wait(
@@ -234,3 +264,73 @@ def backoff_truth(label: str, log: WaitLog, cap: float) -> list[Violation]:
 
 def key(tried: Attempt) -> tuple[str, int, int, int]:
     return (tried.run, tried.generation, tried.seq, tried.attempt)
+
+
+def landing_truth(label: str, log: WaitLog, released: float | None) -> list[Violation]:
+    """The landing waits ``log`` gained since the last call, and the worker's release of its
+    run (``released``: its ``CallInFlight``'s ``retry_after``, None if it raised none),
+    held to ``Actor._await_landing``'s rule with its own arithmetic: a landing wait is
+    made only while one is due (more than 0 s); after a wait of ``s`` seconds the worker
+    waits again, for the ``s'`` still due, only if the clock moved at least half of it
+    (``s - s' >= s / 2``), and otherwise releases the run (a frozen or skewed clock:
+    checked early, an attempt still in flight could land after the check). The suite's
+    clock moves only by the schedule, so a schedule that ticks while a worker stands at
+    a landing wait decides which it must be."""
+    found: list[Violation] = []
+    for i in range(log.judged_landings, len(log.waits)):
+        wait = log.waits[i]
+        if wait.cause != LANDING:
+            continue
+        if wait.seconds <= 0:
+            found.append(
+                Violation(
+                    "landing",
+                    wait.run,
+                    wait.seq,
+                    f"{label} waited {wait.seconds}s for {wait.key} to land: nothing was due",
+                )
+            )
+        last = _landing_before(log, i)
+        again = last is not None and last.invocation == wait.invocation
+        if again and last is not None and last.seconds - wait.seconds < last.seconds / 2:
+            found.append(
+                Violation(
+                    "landing",
+                    wait.run,
+                    wait.seq,
+                    f"{label} waited again ({wait.seconds}s) for {wait.key} to land "
+                    f"although the clock moved {last.seconds - wait.seconds:.3f}s of "
+                    f"the {last.seconds}s it had waited, less than half: a frozen "
+                    "clock releases the run (CallInFlight), never spins",
+                )
+            )
+    log.judged_landings = len(log.waits)
+    if released is not None and not log.judged_release:
+        log.judged_release = True
+        last = _landing_before(log, len(log.waits))
+        if last is None:
+            found.append(
+                Violation(
+                    "landing",
+                    None,
+                    None,
+                    f"{label} released its run as in flight ({released}s) without having "
+                    "waited for any attempt to land",
+                )
+            )
+        elif not last.seconds - released < last.seconds / 2:
+            found.append(
+                Violation(
+                    "landing",
+                    last.run,
+                    last.seq,
+                    f"{label} released its run as in flight for {released}s more although "
+                    f"the clock moved {last.seconds - released:.3f}s of the {last.seconds}s "
+                    f"it waited for {last.key}: at least half, so it must wait the rest",
+                )
+            )
+    return found
+
+
+def _landing_before(log: WaitLog, end: int) -> Wait | None:
+    return next((w for w in reversed(log.waits[:end]) if w.cause == LANDING), None)
