@@ -19,6 +19,9 @@ plus those only the runner can judge, because it knows who ran between two snaps
   operator resolves it;
 - **backoff** (:mod:`properties.waits`): a tool's retry comes after one wait of exactly its
   declared backoff for that attempt, and a tool waits only before a retry;
+- **landing** (:mod:`properties.waits`): a checked call's wait for its earlier attempts to
+  land follows the runtime's rule exactly: waits again only while the clock moved at least
+  half the last wait, releases the run (``CallInFlight``) otherwise, never before a wait;
 - **activity** (:mod:`properties.activity`): a run's ``updated_at`` keeps up with its
   decisions (record_decision's throttle), after an event that journaled one;
 - **asked** (:mod:`properties.questions`, teardown): every question the model was asked
@@ -29,6 +32,8 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from datetime import datetime
+
+from agent_runtime.errors import CallInFlight
 
 from . import baseline, invariants, questions, sqlfile
 from .activity import activity_truth
@@ -43,7 +48,7 @@ from .reads import desk_reads, fenced_reads
 from .remotes import Answer
 from .shadow import Shadow
 from .violations import Violation, raise_if
-from .waits import backoff_truth
+from .waits import backoff_truth, landing_truth
 
 
 class Checks(Endings):
@@ -295,6 +300,9 @@ class Checks(Endings):
             log = getattr(w.pilot, "waits", None)
             if log is not None:
                 found += backoff_truth(w.label, log, w.settings.run_backoff_cap)
+                stopped = getattr(w.pilot, "stopped_with", None)
+                released = stopped.retry_after if isinstance(stopped, CallInFlight) else None
+                found += landing_truth(w.label, log, released)
         return found
 
     def _sent_since(self, answers: list[Answer], run: str, generation: int) -> list[Answer]:
@@ -323,7 +331,9 @@ class Checks(Endings):
         found += baseline.settled(now, self._settling(), self.asks)
         found += self._wait_checks()
         agents = suite_agents(self.remotes.support_url)
-        found += questions.asked_truly(questions.asked(self.remotes), self.kinds, agents)
+        heard = questions.asked(self.remotes)
+        found += questions.asked_truly(heard, self.kinds, agents)
+        found += questions.used_truly(heard, sqlfile.rows(self.conn, "journaled_answers"))
         for w in self.workers:
             if w.alive:
                 found.append(Violation("settled", w.run, None, f"{w.label} is still alive"))

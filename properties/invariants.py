@@ -97,6 +97,10 @@ def no_duplicate_effect(now: Snapshot) -> list[Violation]:
 
 def no_divergence(now: Snapshot, asks: list[Ask]) -> list[Violation]:
     found = _effects_journaled(now) + _confirms_true(now)
+    for run, calls in now.calls.items():  # the design's key, a refused call's too
+        found += [Violation("divergence", run, c.seq, f"a call journaled under key {c.key}: "
+                            f"its key is {run}:{c.seq}") for c in calls.values()
+                  if c.key != f"{run}:{c.seq}"]  # fmt: skip
     for run, decisions in now.decisions.items():
         found += _references(run, decisions, now.calls.get(run, {}))
         llm_calls = now.runs[run].llm_calls if run in now.runs else 0

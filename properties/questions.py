@@ -6,7 +6,9 @@ opens with its agent's instructions (the system message, when the agent has any)
 run's input (the first user message), exactly, and each assistant message in it is an
 answer the model gave that run, as the runtime keeps one (its role, content and tool
 calls with their ids); every question of either protocol names the run it is asked for,
-carries a list of steps or messages, and comes in its agent's protocol (a runtime that
+carries a list of steps or messages (a ``decide`` question's steps each once, in step
+order: a runtime that kept a step twice passed the suite, 2026-12-06 full run), and
+comes in its agent's protocol (a runtime that
 asked the seed's ``decide`` agent in Chat Completions passed the whole suite: the mock
 answers both alike, 2026-12-06 full run). Without it a runtime that dropped the
 instructions or the input from every request, or sent its own remake of an answer, passed
@@ -16,7 +18,7 @@ class 18).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import httpx
@@ -62,6 +64,33 @@ def answered(questions: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return found
 
 
+def used_truly(
+    questions: list[dict[str, Any]], journaled: Sequence[Mapping[str, Any]]
+) -> list[Violation]:
+    """**asked**, of the journal: each journaled Chat Completions answer (a row of
+    ``model_answers``: run, llm_call, message, usage) carries the token usage of an answer
+    the model gave its run with that message (a runtime that journaled no usage, or one
+    where the model reported none, passed the suite: 2026-12-06 full run)."""
+    given: dict[str, list[tuple[Any, Any]]] = {}
+    for question in questions:
+        answer = question.get("answer")
+        if question["protocol"] == "chat" and isinstance(answer, dict):
+            for choice in answer.get("choices") or []:
+                kept = _kept(choice.get("message"))
+                given.setdefault(question["run_id"], []).append((kept, answer.get("usage")))
+    found: list[Violation] = []
+    for row in journaled:
+        run, message = row["run_id"], _kept(row["message"])
+        usages = [usage for kept, usage in given.get(run, []) if kept == message]
+        if usages and row["usage"] not in usages:
+            text = (
+                f"answer {row['llm_call']} is journaled with usage {row['usage']!r:.200}; "
+                f"the model reported {usages[0]!r:.200} with it"
+            )
+            found.append(Violation("asked", run, None, text))
+    return found
+
+
 def asked_truly(
     questions: list[dict[str, Any]], kinds: Mapping[str, str], agents: Mapping[str, Agent]
 ) -> list[Violation]:
@@ -86,8 +115,15 @@ def asked_truly(
             )
             continue
         if question["protocol"] == "decide":
-            if body.get("run_id") != run or not isinstance(body.get("history"), list):
+            history = body.get("history")
+            if body.get("run_id") != run or not isinstance(history, list):
                 found.append(Violation("asked", run, None, f"question {n} is {body!r:.200}"))
+                continue
+            seqs = [step.get("seq") if isinstance(step, dict) else None for step in history]
+            numbered = [seq for seq in seqs if isinstance(seq, int)]
+            if len(numbered) != len(seqs) or numbered != sorted(set(numbered)):
+                text = f"question {n}'s steps are at {seqs!r:.200}: each once, in step order"
+                found.append(Violation("asked", run, None, text))
             continue
         messages = body.get("messages")
         want = opening(agent)

@@ -23,33 +23,20 @@ crash-free baseline and every crash point of that step:
   ``race_claim``, ``race_sweep``: a restart's claim is held inside its statement while the
   runner takes the run over too, or sweeps once the lease ran out (``race_claim``);
 
-three stories of an operator (``resolve_confirm``, ``resolve_redo``, ``resolve_fail``):
-a ``once`` run's worker frozen at its send (after it: confirm; before it: redo or fail), the
-run parked by the sweep's worker, the operator decides while the frozen one waits, it
-wakes, the run is claimed and its new worker dies after its next call, then restarts;
-and, once per step, three stories that place a fault themselves: ``bad_answers`` (the
-model answers garbage twice before the step, then the run is restarted), ``remote_fault``
-(one failed request before the step's call: the client's own retry must get past it),
-``outage`` (every attempt fails: the worker stops resumably and must leave the run free),
-``gave_up`` (workers configured to show one bad answer; the model gives two: the run fails
-for good, and a restart and a sweep leave it failed), ``no_retries`` (workers configured
-not to retry: one failed request stops the step, the next worker gets through),
-``wait_outpaced`` and ``wait_cancelled`` (one failed request; while the worker waits to
-send it again, at the gate ``retry_wait``, the run is taken over or cancelled: no re-send may
-go out; not at a ``once`` call, which parks instead of retrying),
-``stale_outage`` (at a read's step only: an outpaced worker's read meets an outage, and its
-stop must free nothing of its successor's run), ``two_runs`` (two runs of the kind at the
-same step, one restarted). A read's step is spoiled with the desk's ``fail_lookups``, every
-other with ``fail_before``.
+three stories of an operator (``resolve_*``: a ``once`` run's worker frozen at its send, the
+run parked, the operator decides while the frozen one waits); once per step, the stories
+that place a fault themselves (``bad_answers``, ``remote_fault``, ``outage``, ``gave_up``,
+``no_retries``, ``wait_outpaced``, ``wait_cancelled``, ``stale_outage``, ``two_runs``, the
+``held_*`` ones of :mod:`properties.scope_stories`); and one cell each: the five durable
+stories, ``elsewhere`` (workers of other hosts killed, never proved dead here) and the two
+``refused_*`` (an answer's last call refused). ARCHITECTURE.md's "The small scope first"
+tells each story's events.
 
-The order is breadth first: every story at the first step of the first kind (45
-schedules), then the rest, story by story, the database crash last (the dearest: a server
-restart each). A failure is saved like one of Hypothesis' (``<name>-scope-<digest>.json``),
-already as short as it can be; the grid is the same every run: 686 schedules (4 kinds x 4
-steps x 7 points x 5 stories, the database crash at the three points where the journal
-differs, minus the points a step never reaches, the step stories, the operator's three, the
-five races, the five durable stories and ``elsewhere``: a worker of another host, run r2's,
-is killed, and its run taken over by force, never as proved dead).
+The order is breadth first: every story at the first step of the first kind and the
+one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
+database crash last (the dearest: a server restart each). A failure is saved like one of
+Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
+the same every run: 692 schedules.
 """
 
 from __future__ import annotations
@@ -64,6 +51,7 @@ from typing import Final
 
 from agent_runtime.crash import CRASH_POINTS
 
+from . import scope_stories
 from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
@@ -77,7 +65,8 @@ POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", 
 WAIT_STORIES: Final = ("wait_outpaced", "wait_cancelled")
 STEP_STORIES: Final = (
     "bad_answers", "remote_fault", "outage", "stale_outage", "two_runs", "held_killed",
-    "held_retried", "held_late", "gave_up", "no_retries", *WAIT_STORIES, "idle",
+    "held_retried", "held_late", *scope_stories.LANDING_STORIES, "gave_up", "no_retries",
+    *WAIT_STORIES, "idle",
 )  # fmt: skip
 READ_STORIES: Final = ("stale_outage",)  # only at a step whose tool is a read
 READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_lookups spoils it)
@@ -102,10 +91,14 @@ RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_inten
                        "race_confirm": "after_call", "race_claim": "after_decide",
                        "race_sweep": "after_decide"}  # fmt: skip
 RACE_AT: Final = ("support", 1)
-ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *RACE_STORIES, *HOST_STORIES)  # the first pass
+REFUSED_STORIES: Final = scope_stories.REFUSED_STORIES  # one cell: scope_stories.REFUSED_AT
+AT: Final = {**dict.fromkeys(RACE_STORIES, RACE_AT),
+             **dict.fromkeys(REFUSED_STORIES, scope_stories.REFUSED_AT)}  # fmt: skip
+ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *RACE_STORIES, *HOST_STORIES, *REFUSED_STORIES)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
-    "crash", "overtaken", "outpaced", *RACE_STORIES, *HOST_STORIES, *STEP_STORIES, "woken",
+    "crash", "overtaken", "outpaced", *RACE_STORIES, *HOST_STORIES, *REFUSED_STORIES,
+    *STEP_STORIES, "woken",
     "cancelled",
     *RESOLVE_STORIES, *DURABLE_STORIES, "db_crash",
 )  # fmt: skip
@@ -183,6 +176,8 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         return (start, *before_db_crash(how, seq, fault), Event(op="db_crash"))
     if how in HOST_STORIES:
         return elsewhere(kind, seq)
+    if how in REFUSED_STORIES:
+        return scope_stories.refused(how, seq)
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then
         spoiled: tuple[Event, ...] = ()
         if how == "race_send":  # its first request fails; it waits to send again, then races
@@ -318,9 +313,11 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
                     continue
-                if how in RACE_STORIES:
-                    if (kind, seq) == RACE_AT:
-                        point = RACE_STORIES[how]
+                if how in RACE_STORIES or how in REFUSED_STORIES:
+                    if (kind, seq) == (
+                        RACE_AT if how in RACE_STORIES else scope_stories.REFUSED_AT
+                    ):
+                        point = RACE_STORIES.get(how, "")
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
                     continue
@@ -332,6 +329,9 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                     continue
                 if how in STEP_STORIES:
                     if how in READ_STORIES and tool != READ_TOOL:
+                        continue
+                    landing = how in scope_stories.LANDING_STORIES
+                    if landing and (kind, tool) != scope_stories.LANDING_AT:
                         continue
                     if how in WAIT_STORIES and ONCE_TOOL.get(kind) == tool:
                         continue  # a once call parks on a failed request: it never retries

@@ -12,18 +12,28 @@ from .waits import WAIT_POINT
 OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole call
 
 
-HELD_STORIES: Final = ("held_killed", "held_retried", "held_late")
+HELD_STORIES: Final = ("held_killed", "held_retried", "held_late", "held_crept", "held_moved")
 # held_late's restart comes this long before the held send's in-flight bound (the tool
 # timeout plus the margin) has passed: a check must still wait
 LATE: Final = 0.5
+# held_crept, held_moved: the part of its landing wait the clock moves while the restart
+# stands in it (Actor._await_landing: less than half releases the run, at least half waits
+# the rest), well clear of the half so that no rounding decides
+CREPT: Final = 0.4
+MOVED: Final = 0.6
+# the landing stories wait only where a checked call is resumed: the support desk's email
+LANDING_STORIES: Final = ("held_crept", "held_moved")
+LANDING_AT: Final = ("support", "send_email")
 
 
 def held(how: str, seq: int) -> tuple[Event, ...]:
     """The step's request is held at its remote (its sender sees a 504): the worker's own
     retry goes on (held_retried), or the worker is killed while it waits to retry and a
     restart comes at once (held_killed: the kill-while-in-flight story), or when all but
-    :data:`LATE` of the send's in-flight bound has passed (held_late), and goes on at once;
-    then the held request lands, and a sweep settles the call by its contract."""
+    :data:`LATE` of the send's in-flight bound has passed (held_late), and goes on at once,
+    or stops in its wait for the send to land while the clock moves part of that wait
+    (held_crept: :data:`CREPT`, held_moved: :data:`MOVED`) and then goes on; then the
+    held request lands, and a sweep settles the call by its contract."""
     events = [
         Event(op="pause", run=0, point="after_intent", seq=seq),
         Event(op="cloud_fault", fault="hold_next", n=1),
@@ -35,8 +45,43 @@ def held(how: str, seq: int) -> tuple[Event, ...]:
         if how == "held_late":
             events.append(Event(op="tick", seconds=SETTINGS.in_flight - LATE))
         # the restart's check (or keyed re-send) comes before the held request lands
-        events += [Event(op="restart", run=0), Event(op="step", run=0)]
+        events.append(Event(op="restart", run=0))
+        if how in LANDING_STORIES:  # the restart stands in its landing wait: the clock moves
+            part = CREPT if how == "held_crept" else MOVED
+            events += [
+                Event(op="pause", run=0, point=WAIT_POINT, seq=seq),
+                Event(op="tick", seconds=part * SETTINGS.in_flight),
+            ]
+        events.append(Event(op="step", run=0))
     return (*events, Event(op="land"), Event(op="sweep"))
+
+
+# A model answer of two calls whose last is refused (invalid arguments; the mock spoils
+# the last of several every other time): its journaled call must carry its own step's key
+# (run:seq), wherever it sits in the answer. At the parallel kind's answer (REFUSED_AT), as
+# it comes (seq 1) and one step later (an unknown tool refused first: seq 2), so that no
+# arithmetic of the place in the answer matches seq + i at both.
+REFUSED_STORIES: Final = ("refused_last", "refused_later")
+REFUSED_AT: Final = ("parallel", 1)
+
+
+def refused(how: str, seq: int) -> tuple[Event, ...]:
+    """The parallel kind's answer of two calls at ``seq`` (one later for refused_later)
+    has its last call refused; the run goes on, and a sweep settles it."""
+    events = [Event(op="start", run=0, agent=REFUSED_AT[0])]
+    if how == "refused_later":
+        events += [
+            Event(op="pause", run=0, point="before_decide", seq=0),
+            Event(op="model_fault", fault="unknown_tool", n=1),
+        ]
+        seq += 1
+    return (
+        *events,
+        Event(op="pause", run=0, point="before_decide", seq=seq),
+        Event(op="model_fault", fault="invalid_args", n=1),
+        Event(op="step", run=0),
+        Event(op="sweep"),
+    )
 
 
 def raced(how: str) -> tuple[Event, ...]:
@@ -52,12 +97,19 @@ def raced(how: str) -> tuple[Event, ...]:
 def elsewhere(kind: str, seq: int) -> tuple[Event, ...]:
     """A worker on another host (run r2's: ``pilots.FOREIGN_RUN``) is killed after its
     intent; a restart takes the run over by force (its pid proves nothing here: never
-    ``owner_dead``), and a sweep before its lease ran out must leave it alone."""
+    ``owner_dead``), and a sweep before its lease ran out must leave it alone; then the
+    same for the restart's worker, killed after its confirm (the two name the two other
+    hosts, one sorting before this host's name and one after: ``pilots.ELSEWHERE_HOSTS``)."""
+    killed = (
+        Event(op="sweep", seconds=1.0),
+        Event(op="restart", run=2),
+    )
     return (
         Event(op="start", run=2, agent=kind),
         Event(op="crash", run=2, point="after_intent", seq=seq, kill=True),
-        Event(op="sweep", seconds=1.0),
-        Event(op="restart", run=2),
+        *killed,
+        Event(op="crash", run=2, point="after_confirm", seq=seq, kill=True),
+        *killed,
         Event(op="sweep"),
     )
 

@@ -112,6 +112,9 @@ def _spoiled_turn(request: ChatRequest, turn: Turn, fault: Fault, served: int) -
         return Turn(calls=(ToolCall(name=_not_offered(request.offered), args={}),))
     if not turn.calls:  # invalid_args on a final answer
         return Turn(calls=(ToolCall(name=next(iter(request.plan.tools)), args={}),))
+    if served % 2 == 0 and len(turn.calls) > 1:  # every other time, the last of several
+        *before, last = turn.calls
+        return Turn(calls=(*before, request.plan.spoil(last, served)))
     first = request.plan.spoil(turn.calls[0], served)
     return Turn(calls=(first, *turn.calls[1:]))
 

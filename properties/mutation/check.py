@@ -2,7 +2,7 @@
 
 It runs what CI runs against whatever ``agent_runtime`` this interpreter imports (the
 mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the small
-scope's grid first (686 schedules, stops at the first violation), then, if the grid
+scope's grid first (692 schedules, stops at the first violation), then, if the grid
 passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.exploring.explore`,
 the same call ``test_variants.py`` makes for each broken runtime. Hypothesis does not
 shrink here (a mutant is killed by any failure; which one is told, not minimised).
@@ -55,6 +55,11 @@ def _check(argv: Sequence[str] | None) -> int:
     )
     parser.add_argument(
         "--pool-only", action="store_true", help="the pool stage alone (tests, iterating)"
+    )
+    parser.add_argument(
+        "--process",
+        action="store_true",
+        help="then the death stories with real worker processes (processstage.py)",
     )
     parser.add_argument(
         "--command-only",
@@ -119,6 +124,12 @@ def _check(argv: Sequence[str] | None) -> int:
             pooled = pool_stage(runner, database, profile=args.profile)
             error, stage = pooled.error, pooled.stage
             saved = [Schedule(events=tuple(events)) for events in pooled.failing]
+        elif args.process and error is None:
+            from .processstage import process_stage
+
+            staged = process_stage(database)
+            error, stage = staged.error, staged.stage
+            saved = [Schedule(events=tuple(staged.failing))] if staged.failing else []
     finally:
         runner.close()
         database.close()

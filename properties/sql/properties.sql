@@ -99,3 +99,8 @@ SELECT pid, wait_event FROM pg_stat_activity WHERE backend_type = 'walwriter';
 
 -- name: checkpoint
 CHECKPOINT;
+
+-- name: journaled_answers
+-- Every journaled model answer, whole: the teardown's ``asked`` check holds each to an
+-- answer the model gave (its message and its token usage).
+SELECT run_id, llm_call, message, usage FROM model_answers ORDER BY run_id, llm_call;
