@@ -128,16 +128,24 @@ class Start:
 HANDED: Final = ("support", "once")  # kinds whose workers take the API's other ways (enter)
 
 
-# Run r2's workers run on another host: their tokens name it, so no claimer here can prove
+# Run r2's workers run on other hosts: their tokens name them, so no claimer here can prove
 # them dead by their pid (``lease.owner_is_dead``); their leases have to run out, or be
 # taken over by force. The suite's other workers share this host, as the supervisor does.
+# Two hosts, by the worker's number: an odd one's sorts before any host name here (``!``,
+# the first printable character a name may hold), an even one's after it (``~``, the
+# last): a claimer that compares host names by order instead of equality meets both.
 ELSEWHERE: Final = "elsewhere"
+ELSEWHERE_HOSTS: Final = (f"~{ELSEWHERE}", f"!{ELSEWHERE}")  # even, odd worker number
 FOREIGN_RUN: Final = "r2"
 
 
-def host_of(run_id: str | None) -> str:
-    """The host a worker of ``run_id`` runs on, as its owner token names it."""
-    return ELSEWHERE if run_id == FOREIGN_RUN else host_identity()
+def host_of(run_id: str | None, label: str = "") -> str:
+    """The host a worker of ``run_id`` (labelled ``label``, ``w<number>``) runs on, as its
+    owner token names it."""
+    if run_id != FOREIGN_RUN:
+        return host_identity()
+    number = label.lstrip("w")
+    return ELSEWHERE_HOSTS[int(number) % 2 if number.isdigit() else 1]
 
 
 def on_another_host(owner: str | None) -> bool:
@@ -148,7 +156,7 @@ def on_another_host(owner: str | None) -> bool:
 def owner_of(label: str, pid: int | None = None, run_id: str | None = None) -> str:
     """``host:pid:label``: the runtime's owner-token shape, with a readable nonce; the host
     is another for a worker of :data:`FOREIGN_RUN`."""
-    return f"{host_of(run_id)}:{pid or os.getpid()}:{label}"
+    return f"{host_of(run_id, label)}:{pid or os.getpid()}:{label}"
 
 
 def build_worker(

@@ -19,10 +19,11 @@ from agent_runtime.store.queries import runtime_queries, split_named
 from .events import Event
 from .minimise import first_failure
 from .mutation import sqlmutants
+from .runner import ScheduleRunner
 from .runners import InProcessRunner
 
 
-def failure(runner: InProcessRunner, events: tuple[Event, ...]) -> str:
+def failure(runner: ScheduleRunner, events: tuple[Event, ...]) -> str:
     found = first_failure(runner, events)
     return "" if found is None else str(found)
 

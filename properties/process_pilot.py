@@ -236,6 +236,12 @@ class ProcessPilot(Pilot):
         else:
             self._channel.send({"action": action})
 
+    @property
+    def gone(self) -> bool:
+        """Reaped: the pid its owner token names is gone (``claim_truth`` then holds a claim
+        that fenced it out as if alive to account, as in-process)."""
+        return self._ended
+
     def beat(self) -> Beat:
         self._channel.send({"action": "beat"})
         answer = self._channel.receive(MESSAGE_TIMEOUT)

@@ -39,6 +39,8 @@ TIMEOUT_FACTOR: Final = 4  # a mutant may take this many times the unmutated run
 MIN_TIMEOUT: Final = 120.0  # seconds
 # modules only the real supervisor runs: their mutants get the command's pool stage too
 POOL_MODULES: Final = frozenset({"supervisor", "supervision", "takeback", "unserved", "workerpool"})
+# modules that prove an owner dead by its pid: their mutants get the process stage too
+PROCESS_MODULES: Final = frozenset({"lease", "claiming"})
 T = TypeVar("T")
 
 
@@ -90,7 +92,12 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
         if args.modules is not None
         else ([] if args.sql else list(pymutants.ALL_PATHS))
     )
-    python = [m for m in python if _in_tier(args, m, "")]
+    python = [
+        m
+        for m in python
+        if _in_tier(args, m, "")
+        or any(k[0] == m and _in_tier(args, *k) for k in tiers.PY_DEF_TESTS)
+    ]
     chosen: list[Mutant] = []
     excluded: dict[str, int] = {}
     for module in python:
@@ -99,7 +106,7 @@ def select(args: argparse.Namespace, package: Path) -> tuple[list[Mutant], dict[
             excluded[f"{module}: {why}"] = n
         places = _sample(found.mutants, args, module)
         made = [pymutants.mutant(package, module, p) for p in places]
-        chosen += [m for m in made if m is not None]
+        chosen += [m for m in made if m is not None and _in_tier(args, m.module, m.where)]
         if None in made:  # not Python (or nothing changed): no verdict to give
             excluded[f"{module}: not Python"] = made.count(None)
     if args.sql or args.modules is None:
@@ -130,7 +137,8 @@ def _command(mutant: Mutant, protocol: str) -> str:
     if tiers.tier_of(mutant.module, mutant.where) == tiers.TESTS:
         files = " ".join(tiers.killers(mutant.module, mutant.where))
         return f"{sys.executable} -m properties.mutation.testtier {files}"
-    return protocol + " --pool" * (mutant.module in POOL_MODULES)
+    pool = " --pool" * (mutant.module in POOL_MODULES)
+    return protocol + pool + " --process" * (mutant.module in PROCESS_MODULES)
 
 
 def _interleaved(mutants: list[Mutant]) -> list[Mutant]:
@@ -260,6 +268,7 @@ def _run(
             "command": "python -m properties.mutation.check"
             + (" --no-hypothesis" if args.scope_only else "")
             + (" (--pool for " + ", ".join(sorted(POOL_MODULES)) + ")")
+            + (" (--process for " + ", ".join(sorted(PROCESS_MODULES)) + ")")
             + "; tests tier: python -m properties.mutation.testtier <its tests/ files>",
             "unmutated seconds": round(baseline, 1),
             "timeout per mutant": round(timeout, 1),

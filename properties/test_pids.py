@@ -1,0 +1,36 @@
+"""A dead owner's pid proves it dead whatever its order to the claimer's.
+
+In-process, the claimer is the suite's own process and every token names a process the
+suite started later: the claimer's pid is always the lowest, so ``owner_is_dead``'s "that
+is me" test could compare by order (``pid < os.getpid()``, ``<=``: b6a86349, 783af8eb)
+and call every dead owner with a lower pid alive. With processes, a restart's worker is
+younger than the one it takes the run from (as a restarted supervisor is in production),
+and a process pilot that was reaped is ``gone``: ``claim_truth`` refuses a ``forced``
+claim of it. The mutation driver runs these stories for ``lease`` and ``claiming``
+(``properties/mutation/processstage.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_runtime.loop import claiming, lease
+
+from .mutation.processstage import STORIES
+from .planting import failure, plant_python
+from .runners import ProcessRunner
+
+
+@pytest.mark.parametrize("new", ["if pid < os.getpid():", "if pid <= os.getpid():"])
+def test_a_claim_that_orders_pids_calls_a_dead_older_owner_alive(
+    process_runner: ProcessRunner, monkeypatch: pytest.MonkeyPatch, new: str
+) -> None:
+    assert [failure(process_runner, events) for events in STORIES] == [""] * len(STORIES)
+    planted = plant_python(monkeypatch, lease, "if pid == os.getpid():", new)
+    monkeypatch.setattr(claiming, "owner_is_dead", planted.owner_is_dead)  # forked: inherited
+
+    found = [failure(process_runner, events) for events in STORIES[:2]]
+
+    for each in found:
+        assert "[claim_truth] run r0: generation 2's claim fenced" in each
+        assert "though its process is gone" in each
