@@ -144,7 +144,25 @@ class Driving(ABC):
                 if row["owner"] == w.pilot.owner:
                     w.generation = row["generation"]
                     w.lease_until = row["lease_expires_at"]
+                self._check_adopted(w, row["owner"], row["generation"])
         return result
+
+    def _check_adopted(self, w: WorkerRec, owner: str | None, generation: int) -> None:
+        """**claim_owner**: a worker started on a lease claimed for it works under its own
+        token from its first gate on (``adopt_lease``), so that its pid, not its claimer's,
+        tells whether the run's owner lives (a worker that adopted only when its token
+        sorted before its claimer's, ``!=`` as ``>``, passed the suite: de933ca4)."""
+        claimed = w.pilot.start.lease
+        if claimed is not None and generation == claimed.generation and owner != w.pilot.owner:
+            self.problems.append(
+                Violation(
+                    "claim_owner",
+                    w.run,
+                    None,
+                    f"{w.label} works on the lease claimed for it at generation {generation} "
+                    f"under {owner}, not its own token {w.pilot.owner}",
+                )
+            )
 
     def _run_generation(self, run: str) -> int | None:
         known = self.known.get(run)

@@ -25,6 +25,7 @@ not in-process.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from typing import Final
 
@@ -36,6 +37,7 @@ from .violations import Violation
 
 LOGGERS: Final = ("agent_runtime.loop.worker", "agent_runtime.loop.stopping")
 KEPT: Final = ("replayed ", "stopped run=", "failed run=")  # the lines the checks read
+REPLAYED: Final = re.compile(r"replayed run=(?P<run>\S+) seq=(?P<seq>\d+) ")
 
 
 class WorkerLines(logging.Handler):
@@ -78,7 +80,7 @@ class WorkerLines(logging.Handler):
 
 def replayed_truth(now: Snapshot, lines: list[str]) -> list[Violation]:
     """**replayed**: see the module's doc."""
-    found: list[Violation] = []
+    found = _replayed_only_earlier(now, lines)
     for run, row in now.runs.items():
         if row.status != "done":
             continue
@@ -99,6 +101,27 @@ def replayed_truth(now: Snapshot, lines: list[str]) -> list[Violation]:
                     f"generation {final.generation} journaled, yet logged no `{said.strip()}`",
                 )
             )
+    return found
+
+
+def _replayed_only_earlier(now: Snapshot, lines: list[str]) -> list[Violation]:
+    """The converse: a ``replayed`` line names a decision an earlier generation journaled,
+    so never one of the run's last generation (which no later worker can have read back).
+    Without it a worker that said it replayed its own answer's second call (``_drive``'s
+    ``!=`` as ``<=``: 5a5b367f) passed the suite (2026-12-06)."""
+    found: list[Violation] = []
+    for line in lines:
+        said = REPLAYED.match(line)
+        if said is None:
+            continue
+        run, seq = said["run"], int(said["seq"])
+        decision, row = now.decisions.get(run, {}).get(seq), now.runs.get(run)
+        if decision is not None and row is not None and decision.generation >= row.generation:
+            text = (
+                f"a worker logged `replayed` for the decision generation {decision.generation} "
+                f"journaled, the run's last: nobody later read it back (`{line:.100}`)"
+            )
+            found.append(Violation("replayed", run, seq, text))
     return found
 
 

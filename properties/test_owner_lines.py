@@ -1,0 +1,56 @@
+"""Who a worker says it is, and what it says it replayed, hold to the journal.
+
+- **claim_owner** (``driving._check_adopted``): a worker started on a lease claimed for it
+  puts its own token on it before its first gate. ``Worker.run``'s ``lease.owner !=
+  self.owner`` as ``>`` (de933ca4) adopted only when the tokens sorted one way: the run
+  stayed under the supervisor's token, whose live pid no dead worker's can disprove.
+- **replayed** (``logged._replayed_only_earlier``): a ``replayed`` line names a decision an
+  earlier generation journaled. ``_drive``'s ``!=`` as ``<=`` (5a5b367f) said it replayed
+  its own parallel answer's second call.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_runtime.loop import worker
+from agent_runtime.loop.worker import Worker
+
+from .planting import caught_with_edit
+from .runners import InProcessRunner
+from .scope import story
+
+ADOPT = "if lease.owner != self.owner:"
+REPLAYED = "and journaled.generation != lease.generation:"
+
+
+def test_a_worker_that_keeps_its_claimers_token_is_caught(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never adopting (``==`` for ``!=``: what ``>`` does whenever the worker's token sorts
+    after its claimer's, as it does or not by the two pids' digits)."""
+    found = caught_with_edit(
+        runner,
+        story("provisioning", "overtaken", "after_intent", 1),
+        monkeypatch,
+        (worker, ADOPT, ADOPT.replace("!=", "==")),
+        take="Worker.run",
+        put=(Worker, "run"),
+    )
+
+    assert "[claim_owner] run r0: w2 works on the lease claimed for it at generation 2" in found
+
+
+def test_a_worker_that_says_it_replayed_its_own_decision_is_caught(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = caught_with_edit(
+        runner,
+        story("parallel", "crash", "before_decide", 0),
+        monkeypatch,
+        (worker, REPLAYED, REPLAYED.replace("!=", "<=")),
+        take="Worker._drive",
+        put=(Worker, "_drive"),
+    )
+
+    assert "[replayed] run r0 step 2: a worker logged `replayed` for the decision" in found
