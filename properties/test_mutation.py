@@ -229,6 +229,9 @@ def test_every_sql_statement_and_mutated_module_is_in_exactly_one_tier() -> None
         assert (package / source).is_file() and tiers.tier_of(module, "") == tiers.TESTS
         assert all((root / f).is_file() for f in killers)
     assert all(tiers.tier_of(m, "") == tiers.PROTOCOL for m in pymutants.PROTOCOL)
+    for (module, where), killers in tiers.PY_DEF_TESTS.items():  # a definition moved over
+        assert module in pymutants.PROTOCOL and tiers.tier_of(module, where) == tiers.TESTS
+        assert all((root / f).is_file() for f in killers)
     with pytest.raises(KeyError, match="no tier"):
         tiers.sql_tier("sql/queries.sql.new", "anything")
     nightly = (root / ".github/workflows/nightly.yml").read_text("utf-8")

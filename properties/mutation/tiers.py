@@ -9,8 +9,9 @@ mutated Python module is in exactly one tier (``properties/test_mutation.py`` ch
 - **tests**: code the protocol's schedules never run, or run only in a state they never
   have -- retention, the schema check of a fresh or unversioned database, local cluster
   creation and its password, the metrics scrape, the operator's lists (their page
-  cursor), the test clock seam, pgbouncer's probe. Each is killed by its own ``tests/``
-  files (:mod:`properties.mutation.testtier`), named below per statement or module.
+  cursor), the test clock seam, pgbouncer's probe, and a protocol module's definition
+  only a misuse of the API reaches. Each is killed by its own ``tests/`` files
+  (:mod:`properties.mutation.testtier`), named below per statement, module or definition.
 
 ``python -m properties.mutation`` runs the protocol tier; ``--tier tests`` the other.
 """
@@ -31,6 +32,7 @@ _METRICS: Final = ("tests/test_metrics.py",)
 _LISTS: Final = ("tests/test_operator_pages.py", "tests/test_operator_runs_and_cancel.py")
 _CLOCK: Final = ("tests/test_clock_rule.py", "tests/test_heartbeat.py")
 _POOLING: Final = ("tests/test_pgbouncer.py",)
+_HEARTBEAT: Final = ("tests/test_heartbeat.py", "tests/test_heartbeat_thread.py")
 
 # The tests tier's SQL: (file, statement) -> the tests/ files that kill its mutants.
 SQL_TESTS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
@@ -87,6 +89,15 @@ PY_TESTS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     "snapshot": ("operator/snapshot.py", _LISTS),
 }
 
+# Definitions of protocol modules that only a misuse of the API reaches (no schedule does):
+# killed by their own tests/ files, as the tests tier's modules are. ``Worker._chosen``
+# picks a new run's agent when the caller names none: the suite always names it.
+PY_DEF_TESTS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("worker", "_chosen"): ("tests/test_agents.py",),
+    # the heartbeat's own thread: the suite beats every worker itself, at chosen moments
+    **{("lease", name): _HEARTBEAT for name in ("start", "stop", "_loop", "make_heartbeat")},
+}
+
 
 def sql_tier(file: str, name: str) -> str:
     """The tier of one named statement (KeyError: a statement no tier names)."""
@@ -101,11 +112,13 @@ def tier_of(module: str, where: str) -> str:
     """The tier of a mutant, by its module (``sql/x.sql`` or a short name) and where."""
     if module.startswith("sql/"):
         return sql_tier(module, where)
-    return TESTS if module in PY_TESTS else PROTOCOL
+    return TESTS if module in PY_TESTS or (module, where) in PY_DEF_TESTS else PROTOCOL
 
 
 def killers(module: str, where: str) -> tuple[str, ...]:
     """The tests/ files that kill a tests-tier mutant."""
     if module.startswith("sql/"):
         return SQL_TESTS[(module, where)]
+    if (module, where) in PY_DEF_TESTS:
+        return PY_DEF_TESTS[module, where]
     return PY_TESTS[module][1]

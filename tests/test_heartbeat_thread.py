@@ -1,0 +1,70 @@
+"""The heartbeat's own thread, as production runs it (``make_heartbeat`` with a URL): it
+beats on its own until stopped, then lets its connection go.
+
+The property suite beats every worker itself at moments a schedule chooses, so it never
+runs this thread; the mutation driver kills the thread's mutants here instead
+(``properties/mutation/tiers.py``). Nothing waits for a lease to expire: the clock is
+frozen and moved by hand, and each move is caught up by a later beat.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from agent_runtime.config import Settings
+from agent_runtime.loop.lease import make_heartbeat
+from agent_runtime.store import clock
+from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease
+
+from .fix_supervisor import wait_for
+
+LEASE = 12.0
+RUN = "hb-thread"
+
+
+def _renewed_to(journal: Journal, due: datetime) -> bool:
+    return journal.require_run(RUN).lease_expires_at == due
+
+
+def _heartbeat_backends(conn: Any) -> int:
+    row = conn.execute(
+        "SELECT count(*) AS n FROM pg_stat_activity "
+        "WHERE application_name = 'agent_runtime.heartbeat' AND pid <> pg_backend_pid()"
+    ).fetchone()
+    return int(row["n"])
+
+
+@pytest.mark.usefixtures("frozen_clock")
+def test_a_started_heartbeat_beats_until_stopped_then_lets_its_connection_go(
+    conn: Any, database_url: str
+) -> None:
+    journal = Journal(conn)
+    journal.create_run(RUN)
+    lease = journal.claim(RUN, "w1", LEASE)
+    assert lease is not None
+    heartbeat = make_heartbeat(
+        lease, Settings(lease=LEASE, heartbeat=0.02), url=database_url, connect=None
+    )
+    assert heartbeat is not None  # a URL: a thread of its own, started
+    try:
+        for _ in range(3):  # it beats again and again, not once
+            now = clock.advance(conn, 1.0)
+            due = now + timedelta(seconds=LEASE)
+            wait_for("a beat after the clock moved", functools.partial(_renewed_to, journal, due))
+        assert _heartbeat_backends(conn) == 1
+    finally:
+        heartbeat.stop()
+    assert f"heartbeat-{RUN}" not in {t.name for t in threading.enumerate()}
+    wait_for("the heartbeat's connection to close", lambda: _heartbeat_backends(conn) == 0)
+    assert not heartbeat.lost.is_set()
+
+
+def test_without_a_url_or_a_connect_there_is_no_heartbeat() -> None:
+    lease = Lease(run_id=RUN, owner="w1", generation=1)
+    assert make_heartbeat(lease, Settings(), url=None, connect=None) is None
