@@ -240,6 +240,8 @@ class Checks(Endings):
                 )
             elif c.reason in ("first", "handed_back") and c.previous_owner is not None:
                 wrong = f"recorded a claim from {c.previous_owner} as {c.reason}"
+            elif (c.reason == "first") != (c.generation == 1):
+                wrong = f"recorded {c.reason}: only a run's claim at generation 1 is first"
             if wrong:
                 found.append(
                     Violation(

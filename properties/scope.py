@@ -36,7 +36,7 @@ The order is breadth first: every story at the first step of the first kind and 
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 692 schedules.
+the same every run: 690 schedules.
 """
 
 from __future__ import annotations
@@ -92,8 +92,7 @@ RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_inten
                        "race_sweep": "after_decide"}  # fmt: skip
 RACE_AT: Final = ("support", 1)
 REFUSED_STORIES: Final = scope_stories.REFUSED_STORIES  # one cell: scope_stories.REFUSED_AT
-AT: Final = {**dict.fromkeys(RACE_STORIES, RACE_AT),
-             **dict.fromkeys(REFUSED_STORIES, scope_stories.REFUSED_AT)}  # fmt: skip
+AT: Final = {**dict.fromkeys(RACE_STORIES, RACE_AT), **scope_stories.REFUSED_AT}
 ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *RACE_STORIES, *HOST_STORIES, *REFUSED_STORIES)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
@@ -313,10 +312,8 @@ def _cells(runner: ScheduleRunner, stories: tuple[str, ...]) -> Iterator[Cell]:
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)
                     continue
-                if how in RACE_STORIES or how in REFUSED_STORIES:
-                    if (kind, seq) == (
-                        RACE_AT if how in RACE_STORIES else scope_stories.REFUSED_AT
-                    ):
+                if how in AT:  # one cell, there
+                    if (kind, seq) == AT[how]:
                         point = RACE_STORIES.get(how, "")
                         events = story(kind, how, point, seq)
                         yield Cell(how=how, kind=kind, point=point, seq=seq, events=events)

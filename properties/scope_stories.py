@@ -58,23 +58,22 @@ def held(how: str, seq: int) -> tuple[Event, ...]:
 
 # A model answer of two calls whose last is refused (invalid arguments; the mock spoils
 # the last of several every other time): its journaled call must carry its own step's key
-# (run:seq), wherever it sits in the answer. At the parallel kind's answer (REFUSED_AT), as
-# it comes (seq 1) and one step later (an unknown tool refused first: seq 2), so that no
-# arithmetic of the place in the answer matches seq + i at both.
-REFUSED_STORIES: Final = ("refused_last", "refused_later")
-REFUSED_AT: Final = ("parallel", 1)
+# (run:seq), wherever it sits in the answer. At the parallel kind's answer, as it comes
+# (seq 1) and one step later (an unknown tool refused first: seq 2), so that no
+# arithmetic of the place in the answer matches seq + i at both. One cell each, there.
+REFUSED_AT: Final = {"refused_last": ("parallel", 1), "refused_later": ("parallel", 2)}
+REFUSED_STORIES: Final = tuple(REFUSED_AT)
 
 
 def refused(how: str, seq: int) -> tuple[Event, ...]:
-    """The parallel kind's answer of two calls at ``seq`` (one later for refused_later)
-    has its last call refused; the run goes on, and a sweep settles it."""
-    events = [Event(op="start", run=0, agent=REFUSED_AT[0])]
+    """The parallel kind's answer of two calls at ``seq`` has its last call refused (after
+    an unknown tool refused at seq 0, for refused_later); the run goes on, a sweep comes."""
+    events = [Event(op="start", run=0, agent=REFUSED_AT[how][0])]
     if how == "refused_later":
         events += [
             Event(op="pause", run=0, point="before_decide", seq=0),
             Event(op="model_fault", fault="unknown_tool", n=1),
         ]
-        seq += 1
     return (
         *events,
         Event(op="pause", run=0, point="before_decide", seq=seq),

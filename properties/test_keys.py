@@ -20,6 +20,7 @@ from agent_runtime.store.journal import Journal
 from .planting import caught_with_edit
 from .runners import InProcessRunner
 from .scope import story
+from .scope_stories import REFUSED_AT
 
 SUM = '"key": idempotency_key(lease.run_id, seq + i),'
 
@@ -27,7 +28,7 @@ SUM = '"key": idempotency_key(lease.run_id, seq + i),'
 def test_a_refused_last_call_is_journaled_under_its_own_steps_key(
     runner: InProcessRunner,
 ) -> None:
-    outcome = runner.replay(story("parallel", "refused_later", "", 1))
+    outcome = runner.replay(story("parallel", "refused_later", "", 2))
 
     calls = outcome["r0"]["calls"]
     assert [(c[0], c[1], c[3]) for c in calls if c[3] == "rejected"] == [
@@ -51,7 +52,7 @@ def test_a_key_numbered_otherwise_is_caught(
 ) -> None:
     found = caught_with_edit(
         runner,
-        story("parallel", how, "", 1),
+        story("parallel", how, "", REFUSED_AT[how][1]),
         monkeypatch,
         (journal, SUM, SUM.replace("+", operator)),
         take="Journal.record_answer",
