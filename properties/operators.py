@@ -117,7 +117,19 @@ class Operators(Disruptions):
         if generation is not None:
             self.retried_at[run] = generation
         self._count_operator("retry")
-        return f"retried (was {done.past.previous_status}, now {done.status})"
+        was, now = done.past.previous_status, self._status(run)
+        want = "pending" if was == "failed" else was  # a free run keeps its status
+        if done.status != want or now != want:
+            self.problems.append(
+                Violation(
+                    "retried",
+                    run,
+                    None,
+                    f"an operator's retry of a {was} run left it {now} (said {done.status}): "
+                    f"a failed run goes back to pending, any other keeps its status ({want})",
+                )
+            )
+        return f"retried (was {was}, now {done.status})"
 
     def _on_resolve(self, e: Event) -> str:
         if e.choice is None:  # the careful operator, once its workers are gone

@@ -61,14 +61,12 @@ def caught_with_edit(
 
 def plant_sql(monkeypatch: pytest.MonkeyPatch, mutant_id: str) -> None:
     """The runtime runs the SQL mutant ``mutant_id`` (the mutation report's id) of one of
-    queries.sql's statements, in this process."""
-    name = mutant_id.split(":")[1]
-    text = resources.files("agent_runtime").joinpath("sql", "queries.sql").read_text("utf-8")
+    its statements, in this process."""
+    file, name = mutant_id.split(":")[:2]  # sql/<file>.sql, the statement's name
+    text = resources.files("agent_runtime").joinpath(*file.split("/")).read_text("utf-8")
     (mutant,) = [
         m
-        for m in sqlmutants.mutants_of_file(
-            text, "sql/queries.sql", names=[name], module="sql/queries.sql"
-        )
+        for m in sqlmutants.mutants_of_file(text, file, names=[name], module=file)
         if m.id == mutant_id
     ]
     texts = runtime_queries()._texts  # the one statement swapped; monkeypatch undoes it

@@ -36,7 +36,7 @@ The order is breadth first: every story at the first step of the first kind and 
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 690 schedules.
+the same every run: 691 schedules.
 """
 
 from __future__ import annotations
@@ -92,11 +92,16 @@ RACE_STORIES: Final = {"race_intent": "before_intent", "race_send": "after_inten
                        "race_sweep": "after_decide"}  # fmt: skip
 RACE_AT: Final = ("support", 1)
 REFUSED_STORIES: Final = scope_stories.REFUSED_STORIES  # one cell: scope_stories.REFUSED_AT
-AT: Final = {**dict.fromkeys(RACE_STORIES, RACE_AT), **scope_stories.REFUSED_AT}
-ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *RACE_STORIES, *HOST_STORIES, *REFUSED_STORIES)
+AT: Final = {
+    **dict.fromkeys(RACE_STORIES, RACE_AT),
+    **scope_stories.REFUSED_AT,
+    **dict.fromkeys(scope_stories.RETRY_STORIES, (KINDS[0], 0)),
+}
+ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *HOST_STORIES, *AT)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
     "crash", "overtaken", "outpaced", *RACE_STORIES, *HOST_STORIES, *REFUSED_STORIES,
+    *scope_stories.RETRY_STORIES,
     *STEP_STORIES, "woken",
     "cancelled",
     *RESOLVE_STORIES, *DURABLE_STORIES, "db_crash",
@@ -177,6 +182,8 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         return elsewhere(kind, seq)
     if how in REFUSED_STORIES:
         return scope_stories.refused(how, seq)
+    if how in scope_stories.RETRY_STORIES:
+        return scope_stories.retried(kind)
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then
         spoiled: tuple[Event, ...] = ()
         if how == "race_send":  # its first request fails; it waits to send again, then races

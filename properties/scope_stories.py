@@ -83,6 +83,29 @@ def refused(how: str, seq: int) -> tuple[Event, ...]:
     )
 
 
+# An operator's retry of a run that failed for good (it goes back to pending, its next
+# worker fails it again: the bad answers stay in its history), then of the run while that
+# worker holds a live lease (refused). One cell, at the first kind's first step.
+RETRY_STORIES: Final = ("retried",)
+
+
+def retried(kind: str) -> tuple[Event, ...]:
+    """Workers that show the model one bad answer get two (the run fails for good), an
+    operator retries it, a sweep hands it to a new worker, the operator retries again while
+    that worker holds it (refused: its lease is live), and the worker goes on."""
+    return (
+        Event(op="configure", setting="max_bad_answers", n=1),
+        Event(op="start", run=0, agent=kind),
+        Event(op="pause", run=0, point="before_decide", seq=0),
+        Event(op="model_fault", fault="unknown_tool", n=2),
+        Event(op="step", run=0),
+        Event(op="retry", run=0),
+        Event(op="sweep"),
+        Event(op="retry", run=0),
+        Event(op="step", run=0),
+    )
+
+
 def raced(how: str) -> tuple[Event, ...]:
     """A race story's race: inside a write (race), or between two claims (race_claim: the
     second a takeover, or the sweep's once the lease ran out)."""

@@ -1,0 +1,44 @@
+"""An operator's retry, as the runtime promises it: a failed run goes back to pending, a
+free one keeps its status, and one a worker holds under a live lease is refused.
+
+``operator_retry_run``'s guard and its status ``CASE`` had four surviving mutants in the
+2026-12-06 run (93a3d37c, d2107933, a5593ca2: a live lease's run retried from under its
+worker; ecb2974e: a failed run retried stays failed): the suite's operator retried only
+runs it was right to, and nothing read the status a retry left. The one-cell story
+``retried`` retries a run that failed for good, then while its next worker holds it; the
+``retried`` check holds the status to the rule.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .planting import failure, plant_sql
+from .runners import InProcessRunner
+from .scope import story
+
+RETRY = "sql/operator.sql:operator_retry_run"
+
+
+def test_a_failed_run_is_retried_and_a_held_one_is_not(runner: InProcessRunner) -> None:
+    assert failure(runner, story("provisioning", "retried", "", 0)) == ""
+
+    assert "retry r0: retried (was failed, now pending)" in runner.trace
+    assert "retry r0: refused: the run is held by a live lease" in runner.trace
+
+
+@pytest.mark.parametrize(
+    ("mutant", "said"),
+    [
+        ("drop_conjunct:93a3d37c", "[failed] run r0 step 2: w2 stopped with TooManyBadAnswers"),
+        ("flip_comparison:d2107933", "[failed] run r0 step 2: w2 stopped with TooManyBadAnswers"),
+        ("flip_comparison:a5593ca2", "[failed] run r0 step 2: w2 stopped with TooManyBadAnswers"),
+        ("flip_comparison:ecb2974e", "[retried] run r0: an operator's retry of a failed run"),
+    ],
+)
+def test_a_retry_that_breaks_the_rule_is_caught(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, mutant: str, said: str
+) -> None:
+    plant_sql(monkeypatch, f"{RETRY}:{mutant}")
+
+    assert said in failure(runner, story("provisioning", "retried", "", 0))
