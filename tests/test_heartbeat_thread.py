@@ -10,6 +10,8 @@ frozen and moved by hand, and each move is caught up by a later beat.
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 import threading
 from datetime import datetime, timedelta
 from typing import Any
@@ -68,3 +70,29 @@ def test_a_started_heartbeat_beats_until_stopped_then_lets_its_connection_go(
 def test_without_a_url_or_a_connect_there_is_no_heartbeat() -> None:
     lease = Lease(run_id=RUN, owner="w1", generation=1)
     assert make_heartbeat(lease, Settings(), url=None, connect=None) is None
+
+
+def test_a_heartbeat_left_running_does_not_keep_its_process_alive(
+    conn: Any, database_url: str
+) -> None:
+    """A worker process that ends without stopping its heartbeat (a crash path, an
+    ``os._exit`` aside) still exits: the thread is a daemon."""
+    journal = Journal(conn)
+    journal.create_run("hb-daemon")
+    lease = journal.claim("hb-daemon", "w1", LEASE)
+    assert lease is not None
+    script = (
+        "import sys\n"
+        "from agent_runtime.config import Settings\n"
+        "from agent_runtime.loop.lease import make_heartbeat\n"
+        "from agent_runtime.store.records import Lease\n"
+        f"lease = Lease(run_id='hb-daemon', owner='w1', generation={lease.generation})\n"
+        "beat = make_heartbeat(lease, Settings(lease=12.0, heartbeat=0.05), url=sys.argv[1],"
+        " connect=None)\n"
+        "print('beating', flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, database_url], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "beating\n"
