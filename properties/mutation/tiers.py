@@ -96,6 +96,10 @@ PY_TESTS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
 # picks a new run's agent when the caller names none: the suite always names it.
 PY_DEF_TESTS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     ("worker", "_chosen"): ("tests/test_agents.py",),
+    # the operator's `resolve RUN` without a choice (the suite's operator decides each
+    # call: resolve --confirm/--redo/--fail), and the CLI's worker with its heartbeat
+    ("worker", "resolve"): ("tests/test_operator_resolve.py",),
+    ("worker", "open"): ("tests/test_supervisor.py",),
     # the heartbeat's own thread: the suite beats every worker itself, at chosen moments
     **{("lease", name): _HEARTBEAT for name in ("start", "stop", "_loop", "make_heartbeat")},
 }
