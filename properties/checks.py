@@ -63,6 +63,7 @@ class Checks(Endings):
     claims_seen: set[tuple[str, int]]
     clock_now: datetime
     resolved: set[str]  # runs an operator resolved since the last check
+    redone: dict[tuple[str, int], int]  # an operator's redos in this example, by call
     # Answers that were a held request landing (remote, its log's seq): the remote acted on
     # a request sent earlier, by a worker that may be long gone; nobody sent anything now.
     landed: set[tuple[str, int]]
@@ -106,6 +107,7 @@ class Checks(Endings):
             found += activity_truth(self.conn)
         found += invariants.remote_truth(now)
         found += invariants.parked_truth(now)
+        found += self._once_sends(now)
         found += self._lease_checks(now)
         found += self._read_checks()
         found += self._claim_checks(now)
@@ -293,6 +295,20 @@ class Checks(Endings):
                         + ": a parked run must not act on its own",
                     )
                 )
+        return found
+
+    def _once_sends(self, now: Snapshot) -> list[Violation]:
+        """**divergence**: a ``once`` call is journaled as sent once by its intent and once
+        more by each redo an operator ordered, and never re-sent otherwise (a redo that
+        also journaled a re-send's start, ``act``'s ``call.state == "redo"`` as ``>`` or
+        ``is``: c257c1d1, 897167dd, passed the suite)."""
+        found: list[Violation] = []
+        for run, calls in now.calls.items():
+            for c in calls.values():
+                most = 1 + self.redone.get((run, c.seq), 0)
+                if c.effect == "once" and c.sends > most:
+                    text = f"the once call {c.key} is journaled as sent {c.sends} times"
+                    found.append(Violation("divergence", run, c.seq, f"{text}; at most {most}"))
         return found
 
     def _wait_checks(self) -> list[Violation]:

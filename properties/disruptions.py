@@ -195,6 +195,7 @@ class Disruptions(Checks):
                     raise
                 return f"skipped ({key} may still land)"
             how = f"redo of {key}"
+            self.redone[run, seq] = self.redone.get((run, seq), 0) + 1
         self.resolved.add(run)
         self.stats.count("operator " + how.split()[0])
         return f"an operator resolved the run: {how}"

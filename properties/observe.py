@@ -52,6 +52,7 @@ class CallRow:
     generation: int
     confirm_generation: int | None
     effect: str = "keyed"  # the tool's contract, journaled with the intent
+    sends: int = 1  # attempts journaled as sent (the intent's, each re-send's, a redo's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,8 +119,9 @@ def snapshot(conn: db.Connection, remotes: Remotes) -> Snapshot:
                 generation=gen,
                 confirm_generation=confirm_gen,
                 effect=effect,
+                sends=sends,
             )
-            for seq, key, state, result, remote, gen, confirm_gen, effect in r["calls"]
+            for seq, key, state, result, remote, gen, confirm_gen, effect, sends in r["calls"]
         }
         claims += [
             ClaimRow(run=run, generation=g, owner=o, previous_owner=p, lapsed=lapsed, reason=why)

@@ -162,6 +162,8 @@ class Operators(Disruptions):
                 if "may still land" not in str(exc):
                     raise
                 return f"skipped ({key} may still land)"
+            if choice == "redo":
+                self.redone[run, seq] = self.redone.get((run, seq), 0) + 1
         self.resolved.add(run)
         self._count_operator(f"resolve {e.choice}")
         at = "".join(f"; {w.label} waits" for w in self.workers if w.run == run and w.alive)

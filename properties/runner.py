@@ -121,6 +121,7 @@ class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
         self.previous: Snapshot | None = None  # the snapshot the last check compared with
         self.kinds: dict[str, str] = {}  # each started run's kind
         self.resolved: set[str] = set()
+        self.redone: dict[tuple[str, int], int] = {}  # an operator's redos, by call
         self.held_at = {}
         self.holding = False
         self.landed = set()

@@ -34,7 +34,7 @@ SELECT r.id, r.status, r.owner, r.generation, r.llm_calls, r.failure, r.lease_ex
                  FROM model_answers a WHERE a.run_id = r.id), '[]') AS answers,
        coalesce((SELECT jsonb_agg(jsonb_build_array(t.seq, t.idem_key, t.state, t.result,
                                                     t.remote_status, t.generation,
-                                                    t.confirm_generation, t.effect)
+                                                    t.confirm_generation, t.effect, t.sends)
                                  ORDER BY t.seq)
                  FROM tool_calls t WHERE t.run_id = r.id), '[]') AS calls,
        coalesce((SELECT jsonb_agg(jsonb_build_array(c.generation, c.owner, c.previous_owner,
