@@ -96,6 +96,21 @@ def test_python_mutants_leave_annotations_alone_and_are_stable() -> None:
         overlay.close()
 
 
+def test_the_same_change_of_two_equal_lines_makes_two_ids() -> None:
+    """``owner_is_dead`` returns False four times: each ``return True`` mutant is its own
+    (they shared one id, so a results file kept one verdict for four: 2026-12-06)."""
+    overlay = Overlay()
+    try:
+        found = pymutants.enumerate_module(overlay.package, "lease")
+        made = [pymutants.mutant(overlay.package, "lease", p) for p in found.mutants]
+        ids = [m.id for m in made if m is not None]
+        assert len(ids) == len(set(ids))
+        flipped = sorted(i for i in ids if i.startswith("lease:owner_is_dead:ReplaceFalseWithTrue"))
+        assert [i.rsplit(":", 1)[1][8:] for i in flipped] == ["", "-2", "-3", "-4"]
+    finally:
+        overlay.close()
+
+
 def test_an_equivalent_mutant_annotation_round_trips(tmp_path: Path) -> None:
     def survivor(ident: str) -> report.Result:
         return report.Result(

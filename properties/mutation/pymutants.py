@@ -21,6 +21,7 @@ not Python; ``/`` binds every call as before).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,6 +169,17 @@ def enumerate_module(package: Path, module: str) -> ModuleMutants:
     return ModuleMutants(module, kept, excluded)
 
 
+def _repeats(source: str, definition: str, line: int) -> int:
+    """How many lines of ``definition`` before ``line`` read exactly as it does. The same
+    change of two such lines (``return False`` -> ``return True`` twice in one function)
+    has the same digest; the second and later get ``-2``, ``-3`` after it, so every
+    mutant keeps an id of its own and a line's first copy keeps the id it had."""
+    lines = source.splitlines()
+    head = re.compile(rf"^\s*(async\s+)?(def|class)\s+{re.escape(definition)}\b")
+    start = next((n for n in range(line - 1, -1, -1) if head.match(lines[n])), 0)
+    return sum(1 for n in range(start, line - 1) if lines[n] == lines[line - 1])
+
+
 def _is_marker(source: str, start: Position) -> bool:
     line, column = start
     text = source.splitlines()[line - 1]
@@ -192,8 +204,10 @@ def mutant(package: Path, module: str, place: Place) -> Mutant | None:
         return None
     diff = unified_diff(source, mutated, path)
     short = place.operator.removeprefix("core/")
+    again = _repeats(source, place.definition, place.start[0])
     return Mutant(
-        id=f"{module}:{place.definition}:{short}:{digest(diff)}",
+        id=f"{module}:{place.definition}:{short}:{digest(diff)}"
+        + (f"-{again + 1}" if again else ""),
         module=module,
         where=place.definition,
         operator=short,
