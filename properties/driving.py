@@ -286,6 +286,16 @@ class Driving(ABC):
                 for remote, seq in logged:
                     w.fenced_after[remote] = max(w.fenced_after.get(remote, 0), seq)
             return f"{w.label} fenced"
+        if not w.dropped:  # only a database that went away excuses a failed beat
+            self.problems.append(
+                Violation(
+                    "renewal",
+                    w.run,
+                    None,
+                    f"{w.label}'s heartbeat beat and renewed nothing, yet it was not fenced and "
+                    "its database never went away: a live owner's beat renews its lease",
+                )
+            )
         return f"{w.label} renewal failed"
 
     def _beat_all(self, run: str | None = None) -> str:

@@ -7,13 +7,17 @@
 - **replayed** (``logged._replayed_only_earlier``): a ``replayed`` line names a decision an
   earlier generation journaled. ``_drive``'s ``!=`` as ``<=`` (5a5b367f) said it replayed
   its own parallel answer's second call.
+- **renewal** (``driving._beat``): a live owner's beat renews its lease unless its database
+  went away. ``Heartbeat.beat``'s ``if self.lost.is_set()`` negated (e9b8b743) renewed
+  nothing ever: the suite took it for a slow worker and swept its runs.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from agent_runtime.loop import worker
+from agent_runtime.loop import lease, worker
+from agent_runtime.loop.lease import Heartbeat
 from agent_runtime.loop.worker import Worker
 
 from .planting import caught_with_edit
@@ -54,3 +58,19 @@ def test_a_worker_that_says_it_replayed_its_own_decision_is_caught(
     )
 
     assert "[replayed] run r0 step 2: a worker logged `replayed` for the decision" in found
+
+
+def test_a_heartbeat_that_renews_nothing_is_caught(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = "        if self.lost.is_set():\n            return None"
+    found = caught_with_edit(
+        runner,
+        story("provisioning", "outpaced", "after_intent", 1),
+        monkeypatch,
+        (lease, old, old.replace("if self", "if not self")),
+        take="Heartbeat.beat",
+        put=(Heartbeat, "beat"),
+    )
+
+    assert "[renewal] run r0: w1's heartbeat beat and renewed nothing" in found
