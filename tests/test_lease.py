@@ -21,6 +21,15 @@ def test_a_live_process_is_not_dead() -> None:
             proc.kill()
 
 
+def test_a_token_made_without_a_pid_names_this_process_and_is_never_dead_here() -> None:
+    """A worker's own token (``owner_token()``): its pid is this process's, and the
+    process that asks is alive, so nothing proves it dead."""
+    token = owner_token()
+    assert token.split(":")[1] == str(os.getpid())
+    assert not owner_is_dead(token)
+    assert owner_token() != token  # a nonce of its own each time
+
+
 def _reaped_pid() -> int:
     """The pid of a process that exited and was reaped: certainly dead on this host."""
     with subprocess.Popen([sys.executable, "-c", "pass"]) as child:
