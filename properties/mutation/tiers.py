@@ -92,10 +92,8 @@ PY_TESTS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
 }
 
 # Definitions of protocol modules that only a misuse of the API reaches (no schedule does):
-# killed by their own tests/ files, as the tests tier's modules are. ``Worker._chosen``
-# picks a new run's agent when the caller names none: the suite always names it.
+# killed by their own tests/ files, as the tests tier's modules are.
 PY_DEF_TESTS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
-    ("worker", "_chosen"): ("tests/test_agents.py",),
     # the operator's `resolve RUN` without a choice (the suite's operator decides each
     # call: resolve --confirm/--redo/--fail), and the CLI's worker with its heartbeat
     ("worker", "resolve"): ("tests/test_operator_resolve.py",),
