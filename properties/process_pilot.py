@@ -45,6 +45,7 @@ from .pilots import (
     enter,
     owner_of,
 )
+from .violations import Violation
 from .waits import WaitSeam
 
 
@@ -243,10 +244,20 @@ class ProcessPilot(Pilot):
         return self._ended
 
     def beat(self) -> Beat:
-        self._channel.send({"action": "beat"})
-        answer = self._channel.receive(MESSAGE_TIMEOUT)
+        try:
+            self._channel.send({"action": "beat"})
+        except BrokenPipeError:  # its process is gone: nobody here stopped it
+            answer = None
+        else:
+            answer = self._channel.receive(MESSAGE_TIMEOUT)
         if answer is None or "beat" not in answer:
-            raise RuntimeError(f"worker {self.start.label} did not answer a beat: {answer!r}")
+            raise Violation(
+                "worker",
+                self.start.run_id,
+                None,
+                f"{self.start.label} did not answer a beat while it waited at a gate (its "
+                f"process gone, and nobody here stopped it: {answer!r})",
+            )
         return Beat.from_json(answer["beat"])
 
     def freeze(self) -> None:

@@ -86,24 +86,26 @@ def refused(how: str, seq: int) -> tuple[Event, ...]:
 # An operator's retry of a run that failed for good (it goes back to pending, its next
 # worker fails it again: the bad answers stay in its history), then of the run while that
 # worker holds a live lease (refused). One cell, at the first kind's first step.
-RETRY_STORIES: Final = ("retried",)
+# retried_db_crash: the database crashes right after the first retry (a durable write).
+RETRY_STORIES: Final = ("retried", "retried_db_crash")
 
 
-def retried(kind: str) -> tuple[Event, ...]:
+def retried(kind: str, how: str = "retried") -> tuple[Event, ...]:
     """Workers that show the model one bad answer get two (the run fails for good), an
     operator retries it, a sweep hands it to a new worker, the operator retries again while
-    that worker holds it (refused: its lease is live), and the worker goes on."""
-    return (
+    that worker holds it (refused: its lease is live), and the worker goes on; or the
+    database crashes right after the first retry (retried_db_crash)."""
+    failed = (
         Event(op="configure", setting="max_bad_answers", n=1),
         Event(op="start", run=0, agent=kind),
         Event(op="pause", run=0, point="before_decide", seq=0),
         Event(op="model_fault", fault="unknown_tool", n=2),
         Event(op="step", run=0),
         Event(op="retry", run=0),
-        Event(op="sweep"),
-        Event(op="retry", run=0),
-        Event(op="step", run=0),
     )
+    if how == "retried_db_crash":
+        return (*failed, Event(op="db_crash"))
+    return (*failed, Event(op="sweep"), Event(op="retry", run=0), Event(op="step", run=0))
 
 
 def raced(how: str) -> tuple[Event, ...]:

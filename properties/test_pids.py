@@ -34,3 +34,18 @@ def test_a_claim_that_orders_pids_calls_a_dead_older_owner_alive(
     for each in found:
         assert "[claim_truth] run r0: generation 2's claim fenced" in each
         assert "though its process is gone" in each
+
+
+def test_a_probe_that_signals_a_live_owner_is_caught(
+    process_runner: ProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.kill(pid, 0)`` asks; ``os.kill(pid, 1)`` (5aba7327) hangs the live owner up,
+    and a restart that outpaces a live worker probes it."""
+    outpaced = STORIES[-1]
+    assert failure(process_runner, outpaced) == ""
+    planted = plant_python(monkeypatch, lease, "os.kill(pid, 0)", "os.kill(pid, 1)")
+    monkeypatch.setattr(claiming, "owner_is_dead", planted.owner_is_dead)
+
+    found = failure(process_runner, outpaced)
+
+    assert "[worker] run r0: w1 did not answer a beat while it waited at a gate" in found

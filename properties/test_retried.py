@@ -42,3 +42,15 @@ def test_a_retry_that_breaks_the_rule_is_caught(
     plant_sql(monkeypatch, f"{RETRY}:{mutant}")
 
     assert said in failure(runner, story("provisioning", "retried", "", 0))
+
+
+def test_a_retry_a_database_crash_takes_back_is_caught(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's retry is durable (ARCHITECTURE's table); committed relaxed (7898aa3c)
+    the crash right after it takes it back."""
+    events = story("provisioning", "retried_db_crash", "", 0)
+    assert failure(runner, events) == ""
+    plant_sql(monkeypatch, f"{RETRY}:relax_commit:7898aa3c")
+
+    assert "[lost_state] run r0: an operator's retry" in failure(runner, events)

@@ -39,6 +39,9 @@ STORIES: Final = (
         Event(op="sweep"),
     ),
     story(KINDS[0], "elsewhere", "", 0),
+    # a live owner, outpaced by a restart: probing it must not hurt it (a probe that sent a
+    # real signal, kill(pid, 1) for kill(pid, 0), hung it up: 5aba7327, 2026-12-06)
+    story(KINDS[0], "outpaced", "after_intent", 0),
 )
 
 
