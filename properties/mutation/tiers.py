@@ -52,6 +52,8 @@ SQL_TESTS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     # eyes only, never by an action's decision (2026-12-06: '=' as '<>' passed the suite)
     ("sql/operator.sql", "operator_load_claims"): ("tests/test_claims.py",),
     ("sql/operator.sql", "operator_load_retries"): ("tests/test_retry.py",),
+    # the operator's `resolve RUN` without a choice ends a backoff first (Worker.resolve)
+    ("sql/operator.sql", "operator_end_backoff"): ("tests/test_operator_resolve.py",),
     ("sql/operator.sql", "operator_list_runs"): _LISTS,
     ("sql/operator.sql", "operator_list_in_doubt"): _LISTS,
     **{
@@ -77,7 +79,6 @@ SQL_PROTOCOL: Final = frozenset(
     for name in (
         "operator_cancel_run",
         "operator_retry_run",
-        "operator_end_backoff",
         "operator_resolve_call",
         "operator_load_resolutions",
     )
