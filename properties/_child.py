@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 
 from .process_pilot import _Channel, child_main
 
 
 def main(argv: list[str]) -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as a service runs, whoever started us
     config = json.loads(argv[1])
     code = 70
     try:

@@ -172,7 +172,13 @@ class ProcessPilot(Pilot):
                     os.close(from_child_r)
                     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                     os.dup2(log_fd, 2)
-                    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD):
+                    for sig in (
+                        signal.SIGTERM,
+                        signal.SIGINT,
+                        signal.SIGALRM,
+                        signal.SIGCHLD,
+                        signal.SIGHUP,
+                    ):  # as a service runs (not under nohup)
                         signal.signal(sig, signal.SIG_DFL)
                     code = child_main(config, _Channel(to_child_r, from_child_w))
                 finally:
