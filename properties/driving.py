@@ -257,7 +257,21 @@ class Driving(ABC):
 
     def _beat(self, w: WorkerRec) -> str:
         """``w`` renews its lease once through the runtime's heartbeat; judge what it did."""
-        result = w.pilot.beat()
+        try:
+            result = w.pilot.beat()
+        except AssertionError:
+            raise
+        except Exception as exc:  # a failed beat costs that beat, never the heartbeat
+            self.problems.append(
+                Violation(
+                    "renewal",
+                    w.run,
+                    None,
+                    f"{w.label}'s heartbeat raised {type(exc).__name__}: {exc}"[:300]
+                    + ": a beat that fails costs that beat only (production's thread dies)",
+                )
+            )
+            return f"{w.label} beat raised {type(exc).__name__}"
         self.moved.add(w.label)
         if not result.present:
             return f"{w.label} holds no lease"

@@ -17,7 +17,8 @@ crash-free baseline and every crash point of that step:
 - ``cancelled``: an operator cancels the run while the worker waits there, the worker
   goes on, a sweep comes by, someone resumes the run (nothing of it may be accepted,
   nobody may claim it, the resume is refused);
-- ``db_crash``: the database crashes while the worker waits there;
+- ``db_crash``: the database crashes while the worker waits there (its heartbeat beats
+  before and after: on the connection the crash broke);
 - ``race_intent``, ``race_send``, ``race_confirm`` (one cell each): a restart's claim
   overtakes the worker inside its write of the call (``race``), then as ``outpaced``;
   ``race_claim``, ``race_sweep``: a restart's claim is held inside its statement while the
@@ -152,8 +153,9 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="cloud_fault", fault="fail_before", n=OUTAGE),
             Event(op="resume", run=0),
         )
-    if how == "db_crash":
-        return (start, Event(op="db_crash", run=0, point=point, seq=seq))
+    if how == "db_crash":  # its heartbeat beat before, and beats on the broken connection
+        beat = Event(op="heartbeat", run=0)
+        return (start, beat, Event(op="db_crash", run=0, point=point, seq=seq), beat)
     if how == "idle":  # a minute idle before a decision: record_decision's throttle
         return (start, *idle(seq))
     if how == "cancelled":  # an operator cancels while the worker waits there; it goes on;

@@ -9,7 +9,9 @@
   its own parallel answer's second call.
 - **renewal** (``driving._beat``): a live owner's beat renews its lease unless its database
   went away. ``Heartbeat.beat``'s ``if self.lost.is_set()`` negated (e9b8b743) renewed
-  nothing ever: the suite took it for a slow worker and swept its runs.
+  nothing ever: the suite took it for a slow worker and swept its runs. And a beat that
+  fails raises nothing (``except AgentRuntimeError`` narrowed: 95edb702; the ``db_crash``
+  story now beats before the crash and after it, on the connection the crash broke).
 """
 
 from __future__ import annotations
@@ -74,3 +76,19 @@ def test_a_heartbeat_that_renews_nothing_is_caught(
     )
 
     assert "[renewal] run r0: w1's heartbeat beat and renewed nothing" in found
+
+
+def test_a_heartbeat_that_lets_a_failed_beat_escape_is_caught(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = '        except AgentRuntimeError as exc:\n            log.warning("heartbeat-failed'
+    found = caught_with_edit(
+        runner,
+        story("provisioning", "db_crash", "after_intent", 1),
+        monkeypatch,
+        (lease, old, old.replace("AgentRuntimeError", "KeyError")),
+        take="Heartbeat.beat",
+        put=(Heartbeat, "beat"),
+    )
+
+    assert "[renewal] run r0: w1's heartbeat raised DatabaseError" in found
