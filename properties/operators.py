@@ -135,7 +135,10 @@ class Operators(Disruptions):
         if e.choice is None:  # the careful operator, once its workers are gone
             return super()._on_resolve(e)
         run = e.run_name
-        if self._status(run) != "needs_attention":
+        status = self._status(run)
+        if status in ("pending", "running"):
+            return self._resolve_refused(run, e.choice, status)
+        if status != "needs_attention":
             return "skipped (the run does not need attention)"
         doubt = sorted(c["seq"] for c in sqlfile.rows(self.conn, "calls_in_doubt", {"run": run}))
         if not doubt:
@@ -168,6 +171,31 @@ class Operators(Disruptions):
         self._count_operator(f"resolve {e.choice}")
         at = "".join(f"; {w.label} waits" for w in self.workers if w.run == run and w.alive)
         return f"an operator resolved {key}: {e.choice}{at}"
+
+    def _resolve_refused(self, run: str, choice: str, status: str) -> str:
+        """An operator who decides an intent of a run its worker still drives: refused, and
+        nothing of the run changes (the worker resolves its calls by their contracts)."""
+        doubt = sorted(c["seq"] for c in sqlfile.rows(self.conn, "calls_in_doubt", {"run": run}))
+        if not doubt:
+            return f"skipped (the run is {status}, nothing in doubt)"
+        how: Choice = "confirm" if choice == "confirm" else "redo" if choice == "redo" else "fail"
+        try:
+            resolve_call(
+                self.conn, run, doubt[0], how, result={"status": "delivered"}, reason="too soon"
+            )
+        except RunUnavailable:
+            self._count_operator("resolve refused")
+            return f"refused: the run is {status}"
+        self.problems.append(
+            Violation(
+                "resolve_refused",
+                run,
+                doubt[0],
+                f"an operator's --{how} of call {run}:{doubt[0]} was accepted while the run was "
+                f"{status}: only a parked or failed run's calls are an operator's to decide",
+            )
+        )
+        return f"accepted while {status}"
 
     def _count_operator(self, what: str) -> None:
         self.stats.count("operator " + what)

@@ -37,7 +37,7 @@ The order is breadth first: every story at the first step of the first kind and 
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 692 schedules.
+the same every run: 693 schedules.
 """
 
 from __future__ import annotations
@@ -97,12 +97,13 @@ AT: Final = {
     **dict.fromkeys(RACE_STORIES, RACE_AT),
     **scope_stories.REFUSED_AT,
     **dict.fromkeys(scope_stories.RETRY_STORIES, (KINDS[0], 0)),
+    **scope_stories.EARLY_RESOLVE_AT,
 }
 ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *HOST_STORIES, *AT)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
     "crash", "overtaken", "outpaced", *RACE_STORIES, *HOST_STORIES, *REFUSED_STORIES,
-    *scope_stories.RETRY_STORIES,
+    *scope_stories.RETRY_STORIES, *scope_stories.EARLY_RESOLVE_AT,
     *STEP_STORIES, "woken",
     "cancelled",
     *RESOLVE_STORIES, *DURABLE_STORIES, "db_crash",
@@ -184,6 +185,8 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         return elsewhere(kind, seq)
     if how in REFUSED_STORIES:
         return scope_stories.refused(how, seq)
+    if how in scope_stories.EARLY_RESOLVE_AT:
+        return scope_stories.resolve_running(kind, seq)
     if how in scope_stories.RETRY_STORIES:
         return scope_stories.retried(kind, how)
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then

@@ -108,6 +108,21 @@ def retried(kind: str, how: str = "retried") -> tuple[Event, ...]:
     return (*failed, Event(op="sweep"), Event(op="retry", run=0), Event(op="step", run=0))
 
 
+# An operator decides the once call while the run's worker still drives it (paused after
+# its intent): refused, and the worker goes on. One cell, at the once run's once call.
+EARLY_RESOLVE_AT: Final = {"resolve_running": ("once", 2)}
+
+
+def resolve_running(kind: str, seq: int) -> tuple[Event, ...]:
+    """``resolve --confirm`` of a running run's intent, refused; then the worker's step."""
+    return (
+        Event(op="start", run=0, agent=kind),
+        Event(op="pause", run=0, point="after_intent", seq=seq),
+        Event(op="resolve", run=0, choice="confirm"),
+        Event(op="step", run=0),
+    )
+
+
 def raced(how: str) -> tuple[Event, ...]:
     """A race story's race: inside a write (race), or between two claims (race_claim: the
     second a takeover, or the sweep's once the lease ran out)."""

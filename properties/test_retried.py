@@ -54,3 +54,17 @@ def test_a_retry_a_database_crash_takes_back_is_caught(
     plant_sql(monkeypatch, f"{RETRY}:relax_commit:7898aa3c")
 
     assert "[lost_state] run r0: an operator's retry" in failure(runner, events)
+
+
+def test_an_operators_decision_on_a_running_runs_call_is_refused(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resolve --confirm`` while the worker still drives the run (paused after its
+    intent): refused. ``operator_resolve_call`` without its status conjunct (3686ee73,
+    2026-12-06) accepted it: the suite's operator used to skip a run not parked."""
+    events = story("once", "resolve_running", "", 2)
+    assert failure(runner, events) == ""
+    assert "resolve r0 --confirm: refused: the run is running" in runner.trace
+    plant_sql(monkeypatch, "sql/operator.sql:operator_resolve_call:drop_conjunct:3686ee73")
+
+    assert "[resolve_refused] run r0 step 2: an operator's --confirm" in failure(runner, events)

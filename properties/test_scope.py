@@ -19,7 +19,7 @@ from .scope import (
     WRITTEN_AT,
     grid,
 )
-from .scope_stories import LANDING_STORIES, REFUSED_AT, RETRY_STORIES
+from .scope_stories import EARLY_RESOLVE_AT, LANDING_STORIES, REFUSED_AT, RETRY_STORIES
 
 
 def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
@@ -75,6 +75,6 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
         assert {(c.kind, c.seq) for c in grid(inprocess_runner) if c.how == how} == {("support", 2)}
     stories = (
         *POINT_STORIES, *STEP_STORIES, *RESOLVE_STORIES, *DURABLE_STORIES, *RACE_STORIES,
-        *HOST_STORIES, *REFUSED_AT, *RETRY_STORIES,
+        *HOST_STORIES, *REFUSED_AT, *RETRY_STORIES, *EARLY_RESOLVE_AT,
     )  # fmt: skip
     assert set(STORIES) == set(stories)
