@@ -37,7 +37,7 @@ The order is breadth first: every story at the first step of the first kind and 
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 693 schedules.
+the same every run: 694 schedules.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
     if how in REFUSED_STORIES:
         return scope_stories.refused(how, seq)
     if how in scope_stories.EARLY_RESOLVE_AT:
-        return scope_stories.resolve_running(kind, seq)
+        return scope_stories.resolve_running(kind, seq, how)
     if how in scope_stories.RETRY_STORIES:
         return scope_stories.retried(kind, how)
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then

@@ -108,19 +108,32 @@ def retried(kind: str, how: str = "retried") -> tuple[Event, ...]:
     return (*failed, Event(op="sweep"), Event(op="retry", run=0), Event(op="step", run=0))
 
 
-# An operator decides the once call while the run's worker still drives it (paused after
-# its intent): refused, and the worker goes on. One cell, at the once run's once call.
-EARLY_RESOLVE_AT: Final = {"resolve_running": ("once", 2)}
+# An operator decides the once call too early: while the run's worker still drives it
+# (paused after its intent: resolve_running), or while its held send may still land
+# (redo_in_flight: the redo must be refused until the in-flight bound passed). One cell
+# each, at the once run's once call.
+EARLY_RESOLVE_AT: Final = {"resolve_running": ("once", 2), "redo_in_flight": ("once", 2)}
 
 
-def resolve_running(kind: str, seq: int) -> tuple[Event, ...]:
-    """``resolve --confirm`` of a running run's intent, refused; then the worker's step."""
-    return (
+def resolve_running(kind: str, seq: int, how: str = "resolve_running") -> tuple[Event, ...]:
+    """``resolve --confirm`` of a running run's intent (refused; then the worker's step),
+    or ``resolve --redo`` of a parked call whose send is held (refused; the held send
+    lands, and a sweep settles the call as the operator's careful resolve does)."""
+    start = (
         Event(op="start", run=0, agent=kind),
         Event(op="pause", run=0, point="after_intent", seq=seq),
-        Event(op="resolve", run=0, choice="confirm"),
-        Event(op="step", run=0),
     )
+    if how == "redo_in_flight":
+        return (
+            *start,
+            Event(op="cloud_fault", fault="hold_next", n=1),
+            Event(op="step", run=0),
+            Event(op="resolve", run=0, choice="redo"),
+            Event(op="sweep", seconds=0.0),
+            Event(op="land"),
+            Event(op="sweep"),
+        )
+    return (*start, Event(op="resolve", run=0, choice="confirm"), Event(op="step", run=0))
 
 
 def raced(how: str) -> tuple[Event, ...]:

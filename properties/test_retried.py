@@ -68,3 +68,17 @@ def test_an_operators_decision_on_a_running_runs_call_is_refused(
     plant_sql(monkeypatch, "sql/operator.sql:operator_resolve_call:drop_conjunct:3686ee73")
 
     assert "[resolve_refused] run r0 step 2: an operator's --confirm" in failure(runner, events)
+
+
+def test_a_redo_while_the_send_may_still_land_is_refused(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The once call's send is held at the desk and the run parks; an operator's redo now
+    could send it twice (f30f767d, ``operator_resolve_call`` without its in-flight test,
+    2026-12-06: the suite's redos all came after the bound)."""
+    events = story("once", "redo_in_flight", "", 2)
+    assert failure(runner, events) == ""
+    assert "resolve r0 --redo: skipped (r0:2 may still land)" in runner.trace
+    plant_sql(monkeypatch, "sql/operator.sql:operator_resolve_call:drop_conjunct:f30f767d")
+
+    assert "[duplicate_effect] run r0: r0:2 acted 2 times" in failure(runner, events)

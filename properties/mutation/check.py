@@ -2,7 +2,7 @@
 
 It runs what CI runs against whatever ``agent_runtime`` this interpreter imports (the
 mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the small
-scope's grid first (693 schedules, stops at the first violation), then, if the grid
+scope's grid first (694 schedules, stops at the first violation), then, if the grid
 passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.exploring.explore`,
 the same call ``test_variants.py`` makes for each broken runtime. Hypothesis does not
 shrink here (a mutant is killed by any failure; which one is told, not minimised).
