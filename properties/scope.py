@@ -186,7 +186,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
     if how in REFUSED_STORIES:
         return scope_stories.refused(how, seq)
     if how in scope_stories.EARLY_RESOLVE_AT:
-        return scope_stories.resolve_running(kind, seq, how)
+        return scope_stories.resolved_early(kind, seq, how)
     if how in scope_stories.RETRY_STORIES:
         return scope_stories.retried(kind, how)
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then

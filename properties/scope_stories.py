@@ -115,7 +115,7 @@ def retried(kind: str, how: str = "retried") -> tuple[Event, ...]:
 EARLY_RESOLVE_AT: Final = {"resolve_running": ("once", 2), "redo_in_flight": ("once", 2)}
 
 
-def resolve_running(kind: str, seq: int, how: str = "resolve_running") -> tuple[Event, ...]:
+def resolved_early(kind: str, seq: int, how: str) -> tuple[Event, ...]:
     """``resolve --confirm`` of a running run's intent (refused; then the worker's step),
     or ``resolve --redo`` of a parked call whose send is held (refused; the held send
     lands, and a sweep settles the call as the operator's careful resolve does)."""
