@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -292,3 +293,23 @@ def test_the_report_shows_the_two_tiers_apart(tmp_path: Path) -> None:
     text = out.read_text()
     protocol, tests = text.split("### Tier: protocol")[1].split("### Tier: tests")
     assert "sql/prune.sql" not in protocol and "sql/prune.sql" in tests
+
+
+def test_the_statements_only_the_supervisor_sends_get_the_pool_stage() -> None:
+    """A statement the supervisor package sends, and neither the rest of the runtime nor the
+    suite's own sweep (its mimic sends ``claim_expired`` itself), runs only under the real
+    supervisor: its mutants get ``--pool`` as the package's do."""
+    source = Path(pymutants.__file__).parents[2] / "src/agent_runtime"
+    suite = Path(__file__).parent
+    named = re.compile(r'\(\s*[\w.]+,\s*"([a-z_]+)"')  # a call: a connection, then a name
+    sql = source / "sql/queries.sql"
+    queries = {q.name for q in sqlmutants.queries(sql.read_text(), "sql/queries.sql")}
+
+    def sent(paths: list[Path]) -> set[str]:
+        return {n for p in paths for n in named.findall(p.read_text()) if n in queries}
+
+    inside = sorted((source / "supervisor").glob("*.py"))
+    outside = [p for p in source.rglob("*.py") if "supervisor" not in p.parts]
+    mimic = [p for p in suite.rglob("*.py") if not p.name.startswith(("pool_", "test_"))]
+    only = sent(inside) - sent(outside) - sent([p for p in mimic if "mutation" not in p.parts])
+    assert only == mutation_main.POOL_QUERIES

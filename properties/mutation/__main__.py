@@ -39,6 +39,10 @@ TIMEOUT_FACTOR: Final = 4  # a mutant may take this many times the unmutated run
 MIN_TIMEOUT: Final = 120.0  # seconds
 # modules only the real supervisor runs: their mutants get the command's pool stage too
 POOL_MODULES: Final = frozenset({"supervisor", "supervision", "takeback", "unserved", "workerpool"})
+# statements only the real supervisor sends (its give-up, takeback, unserved): these too
+POOL_QUERIES: Final = frozenset(
+    {"held_runs", "unserved_runs", "expire_lease_of", "give_up_exhausted"}
+)
 # modules that prove an owner dead by its pid: their mutants get the process stage too
 PROCESS_MODULES: Final = frozenset({"lease", "claiming"})
 T = TypeVar("T")
@@ -137,7 +141,7 @@ def _command(mutant: Mutant, protocol: str) -> str:
     if tiers.tier_of(mutant.module, mutant.where) == tiers.TESTS:
         files = " ".join(tiers.killers(mutant.module, mutant.where))
         return f"{sys.executable} -m properties.mutation.testtier {files}"
-    pool = " --pool" * (mutant.module in POOL_MODULES)
+    pool = " --pool" * (mutant.module in POOL_MODULES or mutant.where in POOL_QUERIES)
     return protocol + pool + " --process" * (mutant.module in PROCESS_MODULES)
 
 
@@ -267,7 +271,7 @@ def _run(
             "tier": args.tier,
             "command": "python -m properties.mutation.check"
             + (" --no-hypothesis" if args.scope_only else "")
-            + (" (--pool for " + ", ".join(sorted(POOL_MODULES)) + ")")
+            + (" (--pool for " + ", ".join(sorted(POOL_MODULES | POOL_QUERIES)) + ")")
             + (" (--process for " + ", ".join(sorted(PROCESS_MODULES)) + ")")
             + "; tests tier: python -m properties.mutation.testtier <its tests/ files>",
             "unmutated seconds": round(baseline, 1),
