@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -80,8 +81,16 @@ def baseline_of(now: Snapshot, run: str) -> Baseline:
     )
 
 
-def settled(now: Snapshot, baselines: dict[str, Baseline], asks: list[Ask]) -> list[Violation]:
-    """``baselines``: each started run's crash-free baseline (its kind's)."""
+def settled(
+    now: Snapshot,
+    baselines: dict[str, Baseline],
+    asks: list[Ask],
+    switched: Set[str] = frozenset(),
+) -> list[Violation]:
+    """``baselines``: each started run's crash-free baseline (its kind's); ``switched``:
+    the runs a deployment switched to another protocol than their agent's (a final answer
+    of Chat Completions has a text, the seed's ``decide`` none: their output is held to
+    their journal alone)."""
     found: list[Violation] = []
     for run, baseline in baselines.items():
         row = now.runs.get(run)
@@ -115,7 +124,7 @@ def settled(now: Snapshot, baselines: dict[str, Baseline], asks: list[Ask]) -> l
                         "settled", run, seq, f"arguments {mine_args}, crash-free run {want_args}"
                     )
                 )
-        found += _output(run, row, mine, baseline)
+        found += _output(run, row, mine, None if run in switched else baseline)
         calls = now.calls.get(run, {})
         held = {row.key: row for row in now.effects_of(run)}
         expected_keys = set()
@@ -184,7 +193,7 @@ def outcome(now: Snapshot, runs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _output(run: str, row: RunRow, mine: Baseline, baseline: Baseline) -> list[Violation]:
+def _output(run: str, row: RunRow, mine: Baseline, baseline: Baseline | None) -> list[Violation]:
     """A done run's output is its final answer's text: exactly the text of the answer
     journaled for its final decision, and the crash-free run's up to call numbers and ids."""
     found: list[Violation] = []
@@ -198,7 +207,7 @@ def _output(run: str, row: RunRow, mine: Baseline, baseline: Baseline) -> list[V
                 f"says {row.final_text!r}: a run's output is its final answer's text",
             )
         )
-    if mine.output != baseline.output:
+    if baseline is not None and mine.output != baseline.output:
         found.append(
             Violation(
                 "settled",

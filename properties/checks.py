@@ -68,6 +68,10 @@ class Checks(Endings):
     # a request sent earlier, by a worker that may be long gone; nobody sent anything now.
     landed: set[tuple[str, int]]
     kinds: dict[str, str]  # each started run's kind
+    # each run's workers' model protocols, as configured when each started (None: the
+    # agent's own); a configure event may switch a run's protocol between two workers
+    spoken: dict[str, set[str | None]]
+    orphaned: set[str]  # the claims' owners of supervisors that died (orphan_sweep)
     reads_judged: int | None  # the desk's log seq up to which reads were judged, once fenced
 
     @abstractmethod
@@ -211,7 +215,7 @@ class Checks(Endings):
         """Every claim recorded its reason truthfully (schema.sql, run_claims.reason)."""
         found: list[Violation] = []
         alive = {w.pilot.owner for w in self.workers if w.alive}
-        gone = {w.pilot.owner for w in self.workers if w.pilot.gone}
+        gone = {w.pilot.owner for w in self.workers if w.pilot.gone} | self.orphaned
         before = self.previous.runs if self.previous is not None else {}
         for c in now.claims:
             if (c.run, c.generation) in self.claims_seen:
@@ -346,11 +350,17 @@ class Checks(Endings):
         now = self.observe()
         found = list(self.problems)
         self.problems.clear()
-        found += baseline.settled(now, self._settling(), self.asks)
-        found += self._wait_checks()
         agents = suite_agents(self.remotes.support_url)
+        switched = {
+            run
+            for run, protocols in self.spoken.items()
+            if protocols - {None, agents[self.kinds[run]].protocol}
+        }
+        found += baseline.settled(now, self._settling(), self.asks, switched)
+        found += self._wait_checks()
         heard = questions.asked(self.remotes)
-        found += questions.asked_truly(heard, self.kinds, agents)
+        remade = questions.remakes(sqlfile.rows(self.conn, "remade_decisions"))
+        found += questions.asked_truly(heard, self.kinds, agents, self.spoken, remade)
         found += questions.used_truly(heard, sqlfile.rows(self.conn, "journaled_answers"))
         for w in self.workers:
             if w.alive:

@@ -18,6 +18,7 @@ from agent_runtime.crash import CRASH_POINTS
 
 from .events import CLOUD_FAULTS, GATES, MODEL_FAULTS, RUNS, TUNABLE, Event
 from .runner import SETTINGS, ScheduleRunner
+from .waits import WAIT_POINT
 
 PICK: Final = st.integers(0, RUNS - 1)  # which of the runs the rule applies to
 SEQ: Final = st.sampled_from((None, 0, 1, 2, 3))  # a step, or whichever comes next
@@ -30,9 +31,10 @@ FAULTS: Final = (
 )  # fmt: skip
 SLOW_CLOUD: Final = 1.5  # seconds of latency: longer than the tool timeout (1 s)
 RETRIES: Final = SETTINGS.tool_retries  # a fail_before of one more fails a whole call
-TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes", "overtaken")
+TAKEOVERS: Final = ("swept", "outpaced", "swept_wakes", "overtaken", "orphaned")
 # What happens to a request held at its remote before it lands: its worker retries it,
-# gives up on it (every attempt held) and is restarted, or is killed and swept.
+# gives up on it (every attempt held) and is restarted, or is killed while it waits to send
+# it again (the issue's kill-while-in-flight story) and restarted.
 IN_FLIGHT: Final = ("retried", "given_up", "killed")
 OUTAGES: Final = ("none", "failing", "slow")
 # configure events an example may hold: a rule valid in every state is drawn far more
@@ -67,8 +69,8 @@ class DisruptionRules:
     def configure(self, setting: str, n: int) -> None:
         """Workers started from now on run with other settings, as a deployment sets them
         (no retry of a failed request, production's three, a run failed at its second bad
-        answer): every oracle judges a worker by its own."""
-        self._do(Event(op="configure", setting=setting, n=n))
+        answer, another model protocol): every oracle judges a worker by its own."""
+        self._do(Event(op="configure", setting=setting, n=min(n, TUNABLE[setting])))
 
     @precondition(lambda self: self._can("active"))
     @rule(pick=PICK, point=GATE, seq=SEQ)
@@ -89,14 +91,24 @@ class DisruptionRules:
     def takeover(self, pick: int, point: str, seq: int | None, how: str, outage: str) -> None:
         """A worker at ``point`` (of step ``seq``, if given) loses its run while alive: frozen
         past its lease and swept (then, with ``swept_wakes``, it wakes, maybe into a cloud
-        outage; with ``overtaken``, it wakes after the new owner did that step), or outpaced
-        by a restart and then told by its own heartbeat."""
+        outage; with ``overtaken``, it wakes after the new owner did that step; with
+        ``orphaned``, the sweeping supervisor dies before its hand-out, a restart takes the
+        run from its claim and the frozen one wakes), or outpaced by a restart and then told
+        by its own heartbeat."""
         run = self._pick("active", pick)
         if how == "outpaced":
             self._do(
                 Event(op="pause", run=run, point=point, seq=seq),
                 Event(op="restart", run=run),
                 Event(op="heartbeat", run=run),
+                Event(op="resume", run=run),
+            )
+            return
+        if how == "orphaned":
+            self._do(
+                Event(op="stall", run=run, point=point, seq=seq),
+                Event(op="orphan_sweep"),
+                Event(op="restart", run=run),
                 Event(op="resume", run=run),
             )
             return
@@ -122,8 +134,8 @@ class DisruptionRules:
             Event(op="pause", run=run, point="after_intent", seq=seq),
             Event(op="cloud_fault", fault="hold_next", n=held),
         ]
-        if after == "killed":
-            events.append(Event(op="crash", run=run, point="after_call", seq=seq, kill=True))
+        if after == "killed":  # while it waits to send again: its request still held
+            events.append(Event(op="crash", run=run, point=WAIT_POINT, seq=seq, kill=True))
         else:
             events.append(Event(op="step", run=run))
         if after != "retried":

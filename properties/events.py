@@ -78,9 +78,15 @@ op                 what happens                                    fields
 ``configure``      workers started from now on run with          setting, n
                    ``setting`` (one of ``TUNABLE``: the client's
                    retries of a failed request, the bad answers a
-                   run shows its model before it fails) set to
-                   ``n``, as an operator's deployment may set them;
-                   workers already running keep theirs
+                   run shows its model before it fails, the model
+                   protocol: ``n`` 0 the agent's own, 1 Chat
+                   Completions) set to ``n``, as an operator's
+                   deployment may set them; workers already
+                   running keep theirs
+``orphan_sweep``   a supervisor claims every expired run, then   seconds?
+                   dies before it hands any out: its claims name
+                   a pid that is gone (a ``tick`` of ``seconds``
+                   first, as ``sweep``)
 ``race``           the run's worker goes on into its next write    run
                    of a call and is held inside the statement,
                    past its fence read, while a restart claims
@@ -104,8 +110,8 @@ op                 what happens                                    fields
 before a retry (a tool's backoff between two attempts, or its client's wait before it sends
 again), where nothing of the worker runs until the schedule lets it go on.
 
-The last four apply only where a real supervisor runs (``--mode pool``); the other
-runners skip them.
+``sigterm``, ``hangup``, ``stop_supervisor`` and ``rival_sweep`` apply only where a real
+supervisor runs (``--mode pool``); the other runners skip them.
 
 An event that does not apply when it comes (a step of a run nobody works on) is a
 no-op and says so in the trace; that keeps every list of events a valid schedule.
@@ -154,6 +160,7 @@ OPS: Final = (
     "stop_supervisor",
     "rival_sweep",
     "configure",
+    "orphan_sweep",
     "race",  # the small scope's race stories place it; the machine does not draw it
     "race_claim",  # as race
 )
@@ -162,13 +169,18 @@ DESK_FAULTS: Final = ("fail_lookups",)  # the desk's own knob: the scope's stori
 MODEL_FAULTS: Final = ("malformed", "unknown_tool", "invalid_args")
 RESOLVE_CHOICES: Final = ("confirm", "redo", "fail")  # resolve RUN --seq N --<choice>
 _RUN_OPS: Final = frozenset(OPS) - {
-    "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land", "configure"
+    "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land", "configure",
+    "orphan_sweep",
 }  # fmt: skip
 # the settings a configure event may change, each with the most it may set
 # where a worker can be paused, crashed or stalled: the runtime's crash points, and a retry
 # wait (properties.waits: a tool's backoff, or its client's wait before a re-send)
 GATES: Final = (*CRASH_POINTS, WAIT_POINT)
-TUNABLE: Final = {"tool_retries": 4, "max_bad_answers": 4}
+TUNABLE: Final = {"tool_retries": 4, "max_bad_answers": 4, "model_protocol": 1}
+# model_protocol's n: the agent's own (None), or Chat Completions, which the mock model
+# answers with every agent's plan (its decide protocol knows the seed's plan alone: a chat
+# agent switched to it would be a misconfiguration, not a deployment)
+PROTOCOLS: Final = (None, "chat")
 # what only the pool mode generates and does (properties.pool_runner)
 POOL_OPS: Final = ("sigterm", "hangup", "stop_supervisor", "rival_sweep")
 _NEEDS_RUN: Final = _RUN_OPS - {"hangup", "stop_supervisor", "rival_sweep"}  # the supervisor's
@@ -220,7 +232,7 @@ class Event:
             raise ScheduleError(
                 f"tick needs seconds in (0, {MAX_SECONDS:.0f}], got {self.seconds!r}"
             )
-        timed = self.op in ("sweep", "rival_sweep") and self.seconds is not None
+        timed = self.op in ("sweep", "rival_sweep", "orphan_sweep") and self.seconds is not None
         if timed and not 0 <= (self.seconds or 0.0) <= MAX_SECONDS:
             raise ScheduleError(f"{self.op} seconds must be in [0, {MAX_SECONDS:.0f}]")
         if self.op == "race_claim" and self.seconds is not None and not 0 < self.seconds <= 3600:
@@ -295,7 +307,7 @@ class Event:
         if self.op == "cloud_fault" or self.op == "model_fault":
             amount = f"{self.seconds}s" if self.fault == "latency" else f"x{self.n}"
             return f"{self.op} {self.fault} {amount}"
-        if self.op in ("sweep", "rival_sweep"):
+        if self.op in ("sweep", "rival_sweep", "orphan_sweep"):
             return self.op + ("" if self.seconds is None else f" +{self.seconds}s")
         if self.op == "race_claim" and self.seconds is not None:
             return f"race_claim {self.run_name} +{self.seconds}s"
@@ -306,6 +318,8 @@ class Event:
                 return "db_crash"
             at = f"{self.point}" + ("" if self.seq is None else f" seq={self.seq}")
             return f"db_crash with {self.run_name} at {at}"
+        if self.op == "configure" and self.setting == "model_protocol":
+            return f"configure model_protocol={setting_value(self.setting, self.n) or 'own'}"
         if self.op == "configure":
             return f"configure {self.setting}={self.n}"
         if self.op == "resolve" and self.choice is not None:
@@ -376,6 +390,11 @@ class Schedule:
         except (OSError, ValueError) as exc:
             raise ScheduleError(f"cannot read schedule {path}: {exc}") from exc
         return cls.from_json(obj)
+
+
+def setting_value(setting: str | None, n: int | None) -> object:
+    """What a configure event sets ``setting`` to: ``n``, or the protocol it numbers."""
+    return PROTOCOLS[n or 0] if setting == "model_protocol" else n
 
 
 def program(events: Sequence[Event]) -> str:

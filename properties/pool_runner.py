@@ -262,6 +262,9 @@ class PoolRunner(ScheduleRunner, PoolChecks, WatchChecks):
     def _on_configure(self, e: Event) -> str:
         return "skipped (pool mode: the supervisor's long-lived workers keep their settings)"
 
+    def _on_orphan_sweep(self, e: Event) -> str:
+        return "skipped (pool mode: a supervisor dies by hangup, its real SIGKILL)"
+
     def _on_rival_sweep(self, e: Event) -> str:
         beats = ""
         if e.seconds:  # the clock moves, and the rival polls before the main one does

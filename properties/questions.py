@@ -14,10 +14,21 @@ answers both alike, 2026-12-06 full run). Without it a runtime that dropped the
 instructions or the input from every request, or sent its own remake of an answer, passed
 the whole suite: the mock answers from the history alone (ARCHITECTURE.md, mutation gap
 class 18).
+
+A deployment may switch a run's protocol between two of its workers (``configure
+model_protocol``): a question may then come in any protocol one of the run's workers was
+started with, and a Chat Completions question carries the run's answers of the seed's
+``decide`` protocol as the runtime remakes them (:func:`remakes`, from the journal: an
+answer kept as the seed's protocol gave it, a tool and its arguments). Each Chat
+Completions question is also one a real server accepts: every role known, and each tool
+message answering a call of the assistant message before it, once (a remade answer that
+lost its ``tool_calls`` passed the whole suite: 2026-12-06, no run ever switched).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -29,6 +40,8 @@ from .remotes import InProcessRemotes, Remotes
 from .violations import Violation
 
 KEPT: Final = ("role", "content", "tool_calls")  # what the runtime keeps of an answer
+ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
+DONE: Final = "done"  # a final answer's tool: it calls nothing
 
 
 def asked(remotes: Remotes) -> list[dict[str, Any]]:
@@ -51,6 +64,66 @@ def _kept(message: Any) -> Any:
     if not isinstance(message, dict):
         return message
     return {key: message[key] for key in KEPT if key in message}
+
+
+def remakes(unanswered: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Each run's answers the journal keeps without an assistant message (the decisions of
+    ``remade_decisions``, in run and step order), as the assistant message a Chat
+    Completions question carries for each: its calls, each with the model's id or
+    ``call_<seq>`` and its arguments (compared as JSON values), a final answer none."""
+    grouped: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for row in unanswered:
+        grouped.setdefault((row["run_id"], row["llm_call"]), []).append(row)
+    found: dict[str, list[Any]] = {}
+    for (run, _), rows in grouped.items():
+        calls = [
+            {
+                "id": row["call_id"] or f"call_{row['seq']}",
+                "type": "function",
+                "function": {"name": row["tool"], "arguments": row["args"]},
+            }
+            for row in rows
+            if row["tool"] != DONE
+        ]
+        message = {"role": "assistant", "content": None, **({"tool_calls": calls} if calls else {})}
+        found.setdefault(run, []).append(message)
+    return found
+
+
+def _as_values(message: Any) -> Any:
+    """``message`` with each call's arguments read as JSON (a text that is not stays)."""
+    if not isinstance(message, dict) or not isinstance(message.get("tool_calls"), list):
+        return message
+    calls = []
+    for call in message["tool_calls"]:
+        function = call.get("function") if isinstance(call, dict) else None
+        text = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(function, dict) and isinstance(text, str):
+            with contextlib.suppress(ValueError):  # not JSON: compared as the text it is
+                call = {**call, "function": {**function, "arguments": json.loads(text)}}
+        calls.append(call)
+    return {**message, "tool_calls": calls}
+
+
+def unanswerable(messages: list[Any]) -> str | None:
+    """Why a Chat Completions server would refuse ``messages``, or None: a role it does
+    not know, or a tool message that answers no call of the assistant message before it
+    (or one it already answered)."""
+    calls: set[Any] = set()
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ROLES:
+            return f"message {i} has the role {role!r}"
+        if role == "tool":
+            if m.get("tool_call_id") not in calls:
+                return f"message {i} answers {m.get('tool_call_id')!r}, no call open before it"
+            calls.discard(m.get("tool_call_id"))
+        elif role == "assistant":
+            made = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+            calls = {c.get("id") for c in made if isinstance(c, dict)}
+        else:
+            calls = set()
+    return None
 
 
 def answered(questions: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -92,9 +165,15 @@ def used_truly(
 
 
 def asked_truly(
-    questions: list[dict[str, Any]], kinds: Mapping[str, str], agents: Mapping[str, Agent]
+    questions: list[dict[str, Any]],
+    kinds: Mapping[str, str],
+    agents: Mapping[str, Agent],
+    spoken: Mapping[str, set[str | None]] | None = None,
+    remade: Mapping[str, list[Any]] | None = None,
 ) -> list[Violation]:
-    """**asked**: each question of a run of ``kinds`` is its own (see the module's doc)."""
+    """**asked**: each question of a run of ``kinds`` is its own (see the module's doc).
+    ``spoken``: the protocols each run's workers were started with (None: the agent's own,
+    the default); ``remade``: each run's answers as :func:`remakes` makes them."""
     found: list[Violation] = []
     answers = answered(questions)
     for n, question in enumerate(questions):
@@ -103,14 +182,20 @@ def asked_truly(
         if kind is None:
             continue  # not a run of this schedule's
         agent = agents[kind]
-        if question["protocol"] != agent.protocol:
+        protocols = {p or agent.protocol for p in (spoken or {}).get(run, {None})}
+        if question["protocol"] not in protocols:
             found.append(
                 Violation(
                     "asked",
                     run,
                     None,
                     f"question {n} came in the {question['protocol']!r} protocol; the agent "
-                    f"{agent.name} speaks {agent.protocol!r}",
+                    f"{agent.name} speaks {agent.protocol!r}"
+                    + (
+                        f" (configured: {sorted(protocols)})"
+                        if protocols != {agent.protocol}
+                        else ""
+                    ),
                 )
             )
             continue
@@ -139,14 +224,24 @@ def asked_truly(
                     f"{agent.name}'s instructions and the run's input {want!r:.300}",
                 )
             )
+        elif (problem := unanswerable(messages)) is not None:
+            text = f"question {n} is one no Chat Completions server answers: {problem}"
+            found.append(Violation("asked", run, None, text))
         else:
             given = answers.get(run, [])
+            kept = [_as_values(m) for m in (remade or {}).get(run, [])]
             made = [
                 m
                 for m in messages
-                if isinstance(m, dict) and m.get("role") == "assistant" and _kept(m) not in given
+                if isinstance(m, dict)
+                and m.get("role") == "assistant"
+                and _kept(m) not in given
+                and _as_values(_kept(m)) not in kept
             ]
             if made:
-                text = f"question {n} carries {made[0]!r:.300}, no answer the model gave"
+                text = (
+                    f"question {n} carries {made[0]!r:.300}, no answer the model gave (nor "
+                    "the remake of an answer the journal keeps without its message)"
+                )
                 found.append(Violation("asked", run, None, text))
     return found

@@ -40,7 +40,7 @@ from .agents import DEFAULT_KIND, KINDS
 from .baseline import Baseline
 from .disruptions import CrashableServer
 from .driving import NOBODY_BEATS, Stats
-from .events import Event, run_id
+from .events import Event, run_id, setting_value
 from .observe import Snapshot
 from .pilots import Start, owner_of
 from .race import RacingClaims
@@ -125,6 +125,8 @@ class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
         self.held_at = {}
         self.holding = False
         self.landed = set()
+        self.spoken = {}
+        self.orphaned = set()
 
     def reset(self) -> None:
         """A clean slate for the next schedule: no workers, an empty journal, fresh mocks."""
@@ -195,6 +197,7 @@ class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
         return {run: self._baselines[self.kinds[run]] for run in self.started}
 
     def _start(self, run: str, **how: Any) -> Start:
+        self.spoken.setdefault(run, set()).add(self.settings.model_protocol)
         return Start(run_id=run, label=self._label(), kind=self.kinds[run], **how)
 
     def replay(self, events: Iterable[Event]) -> dict[str, Any]:
@@ -309,8 +312,9 @@ class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
     def _on_configure(self, e: Event) -> str:
         """Workers started from now on run with the new setting (a deployment's)."""
         assert e.setting is not None and e.n is not None
-        self.settings = self.settings.with_changes(**{e.setting: e.n})
-        return f"workers from now on: {e.setting}={e.n}"
+        value = setting_value(e.setting, e.n)
+        self.settings = self.settings.with_changes(**{e.setting: value})
+        return f"workers from now on: {e.setting}={value}"
 
     def _on_tick(self, e: Event) -> str:
         assert e.seconds is not None

@@ -2,10 +2,9 @@
 
 Random generation is good at long, tangled schedules and poor at covering a grid: under
 the ``ci`` profile a crash at ``after_call`` of a support run's third step -- the one
-schedule a check skipped at restart needs -- came up in none of 300 examples. Most
-protocol bugs need exactly one disruption at exactly one place, so before Hypothesis
-starts, :func:`sweep` replays each of these, for every kind of run, every step of its
-crash-free baseline and every crash point of that step:
+schedule a check skipped at restart needs -- came up in none of 300 examples. Most bugs
+need one disruption at one place, so first :func:`sweep` replays each of these, for every
+kind of run, every step of its crash-free baseline and every crash point of that step:
 
 - ``crash``: the worker dies there, a new one takes over, and a supervisor's sweep comes
   by (it must leave the new owner's live lease, and a parked run, alone);
@@ -29,15 +28,16 @@ run parked, the operator decides while the frozen one waits); once per step, the
 that place a fault themselves (``bad_answers``, ``remote_fault``, ``outage``, ``gave_up``,
 ``no_retries``, ``wait_outpaced``, ``wait_cancelled``, ``stale_outage``, ``two_runs``, the
 ``held_*`` ones of :mod:`properties.scope_stories`); and one cell each: the five durable
-stories, ``elsewhere`` (workers of other hosts killed, never proved dead here) and the two
-``refused_*`` (an answer's last call refused). ARCHITECTURE.md's "The small scope first"
-tells each story's events.
+stories, ``elsewhere`` (workers of other hosts killed, never proved dead here), the two
+``refused_*`` (an answer's last call refused), ``switched`` (a deployment switches the
+run's protocol) and ``orphaned`` (a supervisor dies between its claim and its hand-out).
+ARCHITECTURE.md's "The small scope first" tells each story's events.
 
 The order is breadth first: every story at the first step of the first kind and the
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 694 schedules.
+the same every run: 696 schedules.
 """
 
 from __future__ import annotations
@@ -98,12 +98,13 @@ AT: Final = {
     **scope_stories.REFUSED_AT,
     **dict.fromkeys(scope_stories.RETRY_STORIES, (KINDS[0], 0)),
     **scope_stories.EARLY_RESOLVE_AT,
+    **scope_stories.SHIFT_AT,
 }
 ONE_CELL_STORIES: Final = (*DURABLE_STORIES, *HOST_STORIES, *AT)
 # the database crash last: it is the dearest (a server restart each)
 STORIES: Final = (
     "crash", "overtaken", "outpaced", *RACE_STORIES, *HOST_STORIES, *REFUSED_STORIES,
-    *scope_stories.RETRY_STORIES, *scope_stories.EARLY_RESOLVE_AT,
+    *scope_stories.RETRY_STORIES, *scope_stories.EARLY_RESOLVE_AT, *scope_stories.SHIFT_AT,
     *STEP_STORIES, "woken",
     "cancelled",
     *RESOLVE_STORIES, *DURABLE_STORIES, "db_crash",
@@ -183,8 +184,10 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
         return (start, *before_db_crash(how, seq, fault), Event(op="db_crash"))
     if how in HOST_STORIES:
         return elsewhere(kind, seq)
-    if how in REFUSED_STORIES:
-        return scope_stories.refused(how, seq)
+    if how in REFUSED_STORIES or how in scope_stories.SHIFT_AT:
+        return (scope_stories.refused if how in REFUSED_STORIES else scope_stories.shifted)(
+            how, seq
+        )
     if how in scope_stories.EARLY_RESOLVE_AT:
         return scope_stories.resolved_early(kind, seq, how)
     if how in scope_stories.RETRY_STORIES:

@@ -136,6 +136,45 @@ def resolved_early(kind: str, seq: int, how: str) -> tuple[Event, ...]:
     return (*start, Event(op="resolve", run=0, choice="confirm"), Event(op="step", run=0))
 
 
+# A deployment switches the seed's run to Chat Completions between two of its workers, and
+# back (switched): the chat question carries the decide answers as the runtime remakes them,
+# the decide question the steps chat decided. A supervisor claims and dies before its
+# hand-out (orphaned): a restart proves its claim's owner dead (host:pid:nonce:run). One
+# cell each, at the seed's third step and first step.
+SHIFT_AT: Final = {"switched": ("provisioning", 2), "orphaned": ("provisioning", 0)}
+
+
+def shifted(how: str, seq: int) -> tuple[Event, ...]:
+    """The seed's run r0, its worker paused before its decision at ``seq``: a restart
+    under Chat Completions, its step, then one under the agent's own protocol again
+    (switched); or its worker crashed after its intent there, a supervisor's orphaned claim,
+    a restart before that claim's lease ran out (orphaned)."""
+    start = Event(op="start", run=0, agent=SHIFT_AT[how][0])
+    if how == "orphaned":
+        return (
+            start,
+            Event(op="crash", run=0, point="after_intent", seq=seq),
+            Event(op="orphan_sweep"),
+            Event(op="restart", run=0),
+            Event(op="sweep"),
+        )
+    return (
+        start,
+        Event(op="pause", run=0, point="before_decide", seq=seq),
+        Event(op="configure", setting="model_protocol", n=1),
+        Event(op="restart", run=0),
+        Event(op="step", run=0),
+        Event(op="configure", setting="model_protocol", n=0),
+        Event(op="restart", run=0),
+        Event(op="sweep"),
+    )
+
+
+def by_step(how: str, seq: int) -> tuple[Event, ...]:
+    """A one-cell story of this module that needs only its step: refused or shifted."""
+    return refused(how, seq) if how in REFUSED_AT else shifted(how, seq)
+
+
 def raced(how: str) -> tuple[Event, ...]:
     """A race story's race: inside a write (race), or between two claims (race_claim: the
     second a takeover, or the sweep's once the lease ran out)."""

@@ -1,13 +1,15 @@
 """The supervisor's claim of expired runs, and the teardown that finishes every run.
 
 A base of :class:`~properties.runner.ScheduleRunner`: a ``sweep`` claims through
-:meth:`Settling._claim_expired` (a claim of a live lease is a ``live_claim``), and
+:meth:`Settling._claim_expired` (a claim of a live lease is a ``live_claim``), an
+``orphan_sweep`` claims the same way for a supervisor that dies before its hand-out, and
 :meth:`Settling.settle` clears the faults, lets every waiting worker go, resolves what
 is parked as a careful operator would, and claims every unfinished run until it is done.
 """
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -15,9 +17,9 @@ from agent_runtime.store.records import Lease, RunTask
 
 from . import sqlfile
 from .agents import suite_agents
-from .events import RUNS
+from .events import RUNS, Event
 from .operators import Operators
-from .pilots import Start
+from .pilots import Start, owner_of
 from .variants import Variant
 from .violations import Violation
 
@@ -44,12 +46,33 @@ class Settling(Operators):
 
         def _note_generations(self) -> None: ...
 
-    def _claim_expired(self) -> list[tuple[Lease, RunTask]]:
-        """The supervisor's own claim, each lease with what the claim read of its run (the
-        supervisor hands both to the worker); a claim of a lease that was live is a
-        violation."""
+    def _on_orphan_sweep(self, e: Event) -> str:
+        """A supervisor claims every expired run and dies before it hands any out (SIGKILL,
+        an OOM kill, a node lost). Its claims name a pid that provably died (a process the
+        suite ran and reaped), each as ``host:pid:nonce:run``: a restart may take such a run
+        at once, proving the owner dead as it proves a worker's, and a sweep takes it once
+        the orphaned lease ran out (a claim that calls this owner alive and forces it out is
+        a ``claim_truth`` violation)."""
+        seconds = e.seconds if e.seconds is not None else self.settings.lease + 1
+        if seconds:
+            self._advance(seconds)
+        beats = self._beat_all()
+        claimed = self._claim_expired(owner_of("orphaned", pid=_gone_pid()))
+        for lease, _ in claimed:
+            self.orphaned.add(lease.owner)
+            old = self.active.get(lease.run_id)
+            if old is not None:  # its lease ran out (the claim was checked): outpaced
+                self._wait(old, frozen=False)
+        runs = ", ".join(lease.run_id for lease, _ in claimed) or "nothing"
+        return f"{beats}; a supervisor claimed {runs} and died before handing out"
+
+    def _claim_expired(self, owner: str | None = None) -> list[tuple[Lease, RunTask]]:
+        """The supervisor's own claim (``owner``: another supervisor's), each lease with what
+        the claim read of its run (the supervisor hands both to the worker); a claim of a
+        lease that was live is a violation."""
         before = {row["id"]: row for row in sqlfile.rows(self.conn, "leases")}
-        rows = self.variant.claim(self.conn, self.sweep_params())
+        params = self.sweep_params()
+        rows = self.variant.claim(self.conn, {**params, "owner": owner or params["owner"]})
         # The claim answers longest idle first (claim_expired orders its answer: an UPDATE's
         # own rows come in the table's physical order). Sorted here again all the same: a
         # broken runtime's claim must not make the workers' labels replay differently.
@@ -159,3 +182,11 @@ class Settling(Operators):
         self.remotes.set_model_faults(**dict.fromkeys(left, 0))
         self.remotes.set_cloud_faults(fail_before=0, drop_after=0, latency=0.0, hold_next=0)
         self.remotes.set_desk_faults(fail_lookups=0)
+
+
+def _gone_pid() -> int:
+    """The pid of a process that ran and was reaped: it names nobody now (a pid comes
+    round again only after the kernel's pid_max others)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

@@ -68,11 +68,13 @@ def events(*, drop_after: bool = True) -> st.SearchStrategy[Event]:
         st.builds(
             lambda fault: Event(op="model_fault", fault=fault, n=1), st.sampled_from(MODEL_FAULTS)
         ),
-        st.builds(  # the workers started from now on run with another setting
-            lambda setting, n: Event(op="configure", setting=setting, n=n),
-            st.sampled_from(tuple(TUNABLE)),
-            st.integers(0, 3),
+        st.sampled_from(tuple(TUNABLE)).flatmap(  # workers from now on: another setting
+            lambda setting: st.builds(
+                lambda n: Event(op="configure", setting=setting, n=n),
+                st.integers(0, min(3, TUNABLE[setting])),
+            )
         ),
+        st.builds(lambda s: Event(op="orphan_sweep", seconds=s), st.sampled_from((None, 2.0))),
         st.builds(  # an operator's choice on a parked call, zombies or not
             lambda run, c: Event(op="resolve", run=run, choice=c), _RUN, st.sampled_from(CHOICES)
         ),

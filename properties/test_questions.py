@@ -13,7 +13,7 @@ from agent_runtime.llm import conversation, deciding, models
 from .agents import suite_agents
 from .events import Event
 from .planting import caught_with_edit
-from .questions import asked, asked_truly, opening
+from .questions import asked, asked_truly, opening, remakes
 from .remotes import InProcessRemotes
 from .runners import InProcessRunner
 from .violations import Violation, Violations
@@ -134,3 +134,48 @@ def test_a_question_in_another_protocol_than_its_agents_is_not_asked_truly(
         put=(deciding.Decider, "model_for"),
     )
     assert "came in the 'chat' protocol; the agent provisioning speaks 'decide'" in found_text
+
+
+def test_a_question_no_chat_server_answers_is_not_asked_truly() -> None:
+    """A message without a known role, or a tool message that answers no call of the
+    assistant message before it (or answers one twice), is refused by a real server."""
+    kinds, agents = {"r0": "support"}, {"support": SUPPORT}
+    instructions, task = opening(SUPPORT)
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    said = {"role": "assistant", "content": None, "tool_calls": [call]}
+    first = _chat("r0", [instructions, task], {"choices": [{"message": said}]})
+    result = {"role": "tool", "tool_call_id": "c1", "content": "{}"}
+    assert (
+        asked_truly([first, _chat("r0", [instructions, task, said, result])], kinds, agents) == []
+    )
+    for messages, why in (
+        ([said, result, result], "message 4 answers 'c1', no call open before it"),
+        ([result], "message 2 answers 'c1'"),
+        ([{"tool": "f", "args": {}}], "message 2 has the role None"),
+    ):
+        (found,) = asked_truly([first, _chat("r0", [instructions, task, *messages])], kinds, agents)
+        assert "no Chat Completions server answers" in str(found) and why in str(found)
+
+
+def test_a_switched_runs_questions_may_come_in_its_configured_protocol() -> None:
+    """A run whose workers a deployment switched to Chat Completions may be asked in
+    either; a decide answer comes back as its remake (``call_<seq>``, the same arguments)
+    and nothing else does."""
+    kinds, agents = {"r0": "provisioning"}, {"provisioning": PROVISIONING}
+    decide = {"run_id": "r0", "protocol": "decide", "body": {"run_id": "r0", "history": []}}
+    instructions, task = opening(PROVISIONING)
+    args = {"name": "srv-1", "size": "small"}
+    row = {"run_id": "r0", "seq": 0, "tool": "create_server", "args": args, "llm_call": 1}
+    remade = remakes([{**row, "call_id": None}])
+    function = {"name": "create_server", "arguments": '{"size": "small", "name": "srv-1"}'}
+    call = {"id": "call_0", "type": "function", "function": function}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "call_0", "content": "{}"}
+    chat = _chat("r0", [instructions, task, message, result])
+    (found,) = asked_truly([decide, chat], kinds, agents, {"r0": {None}}, remade)
+    assert "came in the 'chat' protocol; the agent provisioning speaks 'decide'" in str(found)
+    assert asked_truly([decide, chat], kinds, agents, {"r0": {None, "chat"}}, remade) == []
+    other = {**call, "id": "call_1"}
+    wrong = _chat("r0", [instructions, task, {**message, "tool_calls": [other]}])
+    (found,) = asked_truly([wrong], kinds, agents, {"r0": {"chat"}}, remade)
+    assert "no answer the model gave (nor the remake" in str(found)

@@ -19,7 +19,13 @@ from .scope import (
     WRITTEN_AT,
     grid,
 )
-from .scope_stories import EARLY_RESOLVE_AT, LANDING_STORIES, REFUSED_AT, RETRY_STORIES
+from .scope_stories import (
+    EARLY_RESOLVE_AT,
+    LANDING_STORIES,
+    REFUSED_AT,
+    RETRY_STORIES,
+    SHIFT_AT,
+)
 
 
 def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
@@ -68,13 +74,13 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
         [cell] = [c for c in grid(inprocess_runner) if c.how == how]
         assert (cell.kind, cell.seq) == (KINDS[0], 0)
         assert {e.run for e in cell.events if e.run is not None} == {2}
-    for how, (kind, seq) in REFUSED_AT.items():  # one cell each, at the parallel answer
+    for how, (kind, seq) in {**REFUSED_AT, **SHIFT_AT}.items():  # one cell each, there
         [cell] = [c for c in grid(inprocess_runner) if c.how == how]
         assert (cell.kind, cell.seq) == (kind, seq)
     for how in LANDING_STORIES:  # only at the checked send
         assert {(c.kind, c.seq) for c in grid(inprocess_runner) if c.how == how} == {("support", 2)}
     stories = (
         *POINT_STORIES, *STEP_STORIES, *RESOLVE_STORIES, *DURABLE_STORIES, *RACE_STORIES,
-        *HOST_STORIES, *REFUSED_AT, *RETRY_STORIES, *EARLY_RESOLVE_AT,
+        *HOST_STORIES, *REFUSED_AT, *RETRY_STORIES, *EARLY_RESOLVE_AT, *SHIFT_AT,
     )  # fmt: skip
     assert set(STORIES) == set(stories)

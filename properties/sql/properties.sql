@@ -104,3 +104,14 @@ CHECKPOINT;
 -- Every journaled model answer, whole: the teardown's ``asked`` check holds each to an
 -- answer the model gave (its message and its token usage).
 SELECT run_id, llm_call, message, usage FROM model_answers ORDER BY run_id, llm_call;
+
+-- name: remade_decisions
+-- Every decision whose answer the journal keeps without an assistant message (the seed's
+-- decide protocol keeps its answer as it came: a tool and its arguments), in run and step
+-- order: the teardown's ``asked`` check holds a Chat Completions question's remade
+-- answers to them.
+SELECT d.run_id, d.seq, d.tool, d.args, d.llm_call, d.call_id
+FROM decisions d
+LEFT JOIN model_answers a ON a.run_id = d.run_id AND a.llm_call = d.llm_call
+WHERE a.run_id IS NULL OR a.message->>'role' IS DISTINCT FROM 'assistant'
+ORDER BY d.run_id, d.seq;
