@@ -16,9 +16,11 @@ import pytest
 
 from agent_runtime.loop import claiming, lease
 
+from .events import Event
 from .mutation.processstage import STORIES
 from .planting import failure, plant_python
-from .runners import ProcessRunner
+from .runners import InProcessRunner, ProcessRunner
+from .scope_stories import held
 
 
 @pytest.mark.parametrize("new", ["if pid < os.getpid():", "if pid <= os.getpid():"])
@@ -49,3 +51,22 @@ def test_a_probe_that_signals_a_live_owner_is_caught(
     found = failure(process_runner, outpaced)
 
     assert "[worker] run r0: w1 did not answer a beat while it waited at a gate" in found
+
+
+def test_a_zombie_whose_name_holds_a_parenthesis_is_proved_dead(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An in-process worker's stand-in is named ``stand-in (w)``: a killed worker's zombie
+    shows ``(stand-in (w)) Z`` in its stat, and a probe that took the state after the
+    first ``)`` (``rsplit(")", 2)``, 9c514b25) called it alive: the operator's list said
+    its owner lives (and a restart would have fenced a dead owner out as ``forced``)."""
+    killed = (Event(op="start", run=0), *held("held_killed", 0))
+    assert failure(runner, killed) == ""
+    old = 'rsplit(")", 1)'
+    planted = plant_python(monkeypatch, lease, old, old.replace("1", "2"))
+    monkeypatch.setattr(lease, "_is_zombie", planted._is_zombie)  # owner_is_dead's global
+
+    found = failure(runner, killed)
+
+    assert "[owner_view] run r0 step 0: after w1 ended (its process gone)" in found
+    assert "the operator's list says owner_gone=False" in found

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 
 class Body:
@@ -13,11 +18,15 @@ class Body:
     process, whose pid proves nothing (``owner_is_dead`` never calls its own process dead),
     so each gets a stand-in (``sleep``) that lives while the worker does and is killed when
     it ends: reaped (its pid gone), or left a zombie until cleanup when the schedule killed
-    the worker (a ``crash`` with ``kill``) -- the two deaths the runtime's probe must see."""
+    the worker (a ``crash`` with ``kill``) -- the two deaths the runtime's probe must see.
+    Its name holds a parenthesis, as a process renamed by its service or started through a
+    link may (``/proc/<pid>/stat`` then shows ``(stand-in (w))``): a probe that read
+    the state after the first ``)`` rather than the last called a zombie alive (lease
+    ``_is_zombie``'s ``rsplit(")", 2)``, 9c514b25)."""
 
     def __init__(self) -> None:
         self._proc = subprocess.Popen(
-            ["sleep", "infinity"],
+            [str(_stand_in()), "infinity"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -35,3 +44,14 @@ class Body:
             self.gone = True
         if reap:
             self._proc.wait()
+
+
+@functools.cache
+def _stand_in() -> Path:
+    """``sleep`` under a name with parentheses: a link, whose name the kernel takes as the
+    process's own (its ``comm``), in a folder of this process's removed at its exit."""
+    folder = Path(tempfile.mkdtemp(prefix="properties-stand-in-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    link = folder / "stand-in (w)"  # a name is cut at 15 characters
+    link.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    return link
