@@ -13,6 +13,7 @@ from cosmic_ray.testing import run_tests
 
 from .mutation import __main__ as mutation_main
 from .mutation import pymutants, report, sqlmutants, tiers
+from .mutation.mutants import Mutant
 from .mutation.overlay import Overlay
 from .server import DATADIR_ENV, SuiteDatabase
 
@@ -136,7 +137,8 @@ def test_an_equivalent_mutant_annotation_round_trips(tmp_path: Path) -> None:
 
 def test_every_module_of_the_supervisor_package_is_mutated_with_the_pool_stage() -> None:
     """The Supervisor class (supervision, takeback, unserved) runs only in the pool stage:
-    each module of the package is a protocol module, and each of them gets ``--pool``."""
+    each module of the package is a protocol module, and each of them gets the pool stage
+    alone (``--pool-only``: the in-process stages never import the package)."""
     package = Path(pymutants.__file__).parents[2] / "src/agent_runtime/supervisor"
     files = {f"supervisor/{p.name}" for p in package.glob("*.py")} - {
         "supervisor/__init__.py",
@@ -146,6 +148,10 @@ def test_every_module_of_the_supervisor_package_is_mutated_with_the_pool_stage()
     assert files <= set(by_path), files - set(by_path)
     assert {by_path[f] for f in files} == mutation_main.POOL_MODULES
     assert set(mutation_main.POOL_MODULES) <= set(pymutants.PROTOCOL)
+    for module in mutation_main.POOL_MODULES:
+        blank = dict.fromkeys(("id", "where", "operator", "path", "mutated", "diff"), "")
+        mutant = Mutant(module=module, **blank)
+        assert mutation_main._command(mutant, "suite") == "suite --pool-only"
 
 
 def test_the_checked_in_annotations_load() -> None:
@@ -269,6 +275,8 @@ def test_the_driver_selects_by_tier_and_runs_each_mutant_with_its_tiers_command(
         assert not {m.id for m in protocol} & {m.id for m in chosen}
         assert any(m.where == "operator_cancel_run" for m in protocol)
         assert mutation_main._command(protocol[0], "suite") == "suite"
+        held = next(m for m in protocol if m.where == "held_runs")
+        assert mutation_main._command(held, "suite") == "suite --pool-only"
     finally:
         overlay.close()
 
