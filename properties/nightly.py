@@ -8,7 +8,8 @@ logged before it starts; every finding is shrunk, saved as JSON under ``--failur
 (default properties/failures/) and listed at the end with its replay command. The
 summary says what the budget bought -- schedules, events, crashes, database crashes,
 zombies, operator actions (cancel, retry, resolve choices, counted by kind under
-``operators``), requests held in flight and landed -- and goes to ``--report`` (JSON) for
+``operators``), requests held in flight and landed, supervisors that died between claim
+and hand-out, protocol switches -- and goes to ``--report`` (JSON) for
 the workflow's artifacts.
 
 ``--mode pool`` hunts with the real supervisor and its long-lived pool workers instead
@@ -45,6 +46,13 @@ from .server import SuiteDatabase
 SCHEDULES: Final = 10_000  # the default budget: schedules run on one runner
 ROUND_EXAMPLES: Final = 400  # examples per round, each round with a fresh seed
 COUNTS: Final = ("examples", "events", "crashes", "db_crashes", "zombies", "restarts")
+# the summary's totals read from the runner's counted faults and doings
+FAULT_TOTALS: Final = {
+    "held_requests": "cloud hold_next",
+    "landed": "request landed",
+    "orphaned_sweeps": "orphan sweep",  # a supervisor that died between claim and hand-out
+    "protocol_switches": "configure model_protocol",  # a deployment's other protocol
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress(f"nightly {args.shard}")
     rounds: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
-    totals = dict.fromkeys((*COUNTS, "operator_actions", "held_requests", "landed"), 0)
+    totals = dict.fromkeys((*COUNTS, *FAULT_TOTALS, "operator_actions"), 0)
     pool: dict[str, int] = {}  # the pool mode's own doings, summed over the rounds
     operator_totals: dict[str, int] = {}  # cancel, retry, resolve choices, refusals
     try:
@@ -135,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             for key in COUNTS:
                 totals[key] += getattr(result.stats, key)
-            totals["held_requests"] += result.stats.faults.get("cloud hold_next", 0)
-            totals["landed"] += result.stats.faults.get("request landed", 0)
+            for key, fault in FAULT_TOTALS.items():
+                totals[key] += result.stats.faults.get(fault, 0)
             operators = _operators(result.stats.faults)
             for what, n in operators.items():
                 operator_totals[what] = operator_totals.get(what, 0) + n
@@ -167,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{totals['examples']} schedules, {totals['events']} events, {totals['crashes']} "
         f"crashes, {totals['db_crashes']} database crashes, {totals['zombies']} zombies, "
         f"{totals['operator_actions']} operator actions, {totals['held_requests']} requests "
-        f"held in flight ({totals['landed']} landed), {len(findings)} findings"
+        f"held in flight ({totals['landed']} landed), {totals['orphaned_sweeps']} orphaned "
+        f"sweeps, {totals['protocol_switches']} protocol switches, {len(findings)} findings"
     )
     if pool:
         print("pool: " + ", ".join(f"{n} {what}" for what, n in pool.items()))

@@ -184,7 +184,10 @@ class PoolRunner(ScheduleRunner, PoolChecks, WatchChecks):
 
     # -- the supervisor's passes ------------------------------------------------------------
 
-    def _claim_expired(self) -> list[tuple[Lease, RunTask]]:
+    def _claim_expired(self, owner: str | None = None) -> list[tuple[Lease, RunTask]]:
+        """The main supervisor's pass, under its own token (``owner``, an orphan sweep's,
+        never comes here: pool mode skips that event)."""
+        assert owner is None, "pool mode claims only under its supervisors' own tokens"
         return self._pass("main")
 
     def _pass(self, name: str) -> list[tuple[Lease, RunTask]]:

@@ -314,6 +314,7 @@ class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
         assert e.setting is not None and e.n is not None
         value = setting_value(e.setting, e.n)
         self.settings = self.settings.with_changes(**{e.setting: value})
+        self.stats.count(f"configure {e.setting}")
         return f"workers from now on: {e.setting}={value}"
 
     def _on_tick(self, e: Event) -> str:

@@ -63,6 +63,7 @@ class Settling(Operators):
             old = self.active.get(lease.run_id)
             if old is not None:  # its lease ran out (the claim was checked): outpaced
                 self._wait(old, frozen=False)
+        self.stats.count("orphan sweep")
         runs = ", ".join(lease.run_id for lease, _ in claimed) or "nothing"
         return f"{beats}; a supervisor claimed {runs} and died before handing out"
 

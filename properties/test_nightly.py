@@ -55,6 +55,12 @@ def test_a_nightly_round_logs_its_seed_and_reports_nothing_found(
         f"{totals['operator_actions']} operator actions"
     ) in result.stdout
     assert totals["operator_actions"] == sum(report["operators"].values())
+    assert (
+        f"{totals['orphaned_sweeps']} orphaned sweeps, {totals['protocol_switches']} protocol "
+        "switches"
+    ) in result.stdout
+    faults = [r["faults"] for r in report["rounds"]]
+    assert totals["orphaned_sweeps"] == sum(f.get("orphan sweep", 0) for f in faults)
     assert all(k.startswith("operator ") for k in report["operators"])
 
 
