@@ -5,6 +5,7 @@ permanent error fails it for good (``failed``), and nothing is left open (``leak
 
 from __future__ import annotations
 
+import os
 from typing import Final
 
 from agent_runtime.operator.snapshot import list_runs
@@ -43,9 +44,11 @@ class Endings(Driving):
             self._check_released(w, message)
         if expected and message.kind in PERMANENT and not w.dropped:
             self._check_failed(w, message)
-        if message.kind == CRASHED and w.pilot.gone and self._holds_live_lease(w):
-            # its lease is live, its process gone: provably so only on this host
-            self._check_owner_view(w, gone=not on_another_host(w.pilot.owner))
+        sibling = w.pilot.owner.split(":")[1:2] == [str(os.getpid())]  # a thread of ours
+        if message.kind == CRASHED and (w.pilot.gone or sibling) and self._holds_live_lease(w):
+            # its lease is live, its process gone: provably so only on this host; a thread
+            # of this process (which lives on) is never gone
+            self._check_owner_view(w, gone=w.pilot.gone and not on_another_host(w.pilot.owner))
         if w.pilot.leaked:
             self.problems.append(
                 Violation("leak", w.run, None, f"{w.label} ended, leaving open {w.pilot.leaked}")

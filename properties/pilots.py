@@ -137,6 +137,11 @@ HANDED: Final = ("support", "once")  # kinds whose workers take the API's other 
 ELSEWHERE: Final = "elsewhere"
 ELSEWHERE_HOSTS: Final = (f"~{ELSEWHERE}", f"!{ELSEWHERE}")  # even, odd worker number
 FOREIGN_RUN: Final = "r2"
+# Run r1's in-process workers are threads of the claimer's own process, as an application
+# that runs several workers in threads has them (properties.thread_body): their tokens name
+# the suite's pid, which proves nothing of a thread; a dead one's lease has to run out or
+# be taken by force, and the operator's list must never call its owner gone.
+SIBLING_RUN: Final = "r1"
 
 
 def host_of(run_id: str | None, label: str = "") -> str:

@@ -30,14 +30,14 @@ that place a fault themselves (``bad_answers``, ``remote_fault``, ``outage``, ``
 ``held_*`` ones of :mod:`properties.scope_stories`); and one cell each: the five durable
 stories, ``elsewhere`` (workers of other hosts killed, never proved dead here), the two
 ``refused_*`` (an answer's last call refused), ``switched`` (a deployment switches the
-run's protocol) and ``orphaned`` (a supervisor dies between its claim and its hand-out).
+run's protocol), ``orphaned`` (a supervisor dies between claim and hand-out), ``sibling``.
 ARCHITECTURE.md's "The small scope first" tells each story's events.
 
 The order is breadth first: every story at the first step of the first kind and the
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 696 schedules.
+the same every run: 697 schedules.
 """
 
 from __future__ import annotations

@@ -139,17 +139,31 @@ def resolved_early(kind: str, seq: int, how: str) -> tuple[Event, ...]:
 # A deployment switches the seed's run to Chat Completions between two of its workers, and
 # back (switched): the chat question carries the decide answers as the runtime remakes them,
 # the decide question the steps chat decided. A supervisor claims and dies before its
-# hand-out (orphaned): a restart proves its claim's owner dead (host:pid:nonce:run). One
-# cell each, at the seed's third step and first step.
-SHIFT_AT: Final = {"switched": ("provisioning", 2), "orphaned": ("provisioning", 0)}
+# hand-out (orphaned): a restart proves its claim's owner dead (host:pid:nonce:run). A
+# worker that is a thread of the claimer's own process crashes (sibling: run r1's,
+# pilots.SIBLING_RUN): its process lives, so nothing proves it dead. One cell each, at the
+# seed's third step and first step.
+SHIFT_AT: Final = {
+    "switched": ("provisioning", 2),
+    "orphaned": ("provisioning", 0),
+    "sibling": ("provisioning", 0),
+}
 
 
 def shifted(how: str, seq: int) -> tuple[Event, ...]:
     """The seed's run r0, its worker paused before its decision at ``seq``: a restart
     under Chat Completions, its step, then one under the agent's own protocol again
     (switched); or its worker crashed after its intent there, a supervisor's orphaned claim,
-    a restart before that claim's lease ran out (orphaned)."""
+    a restart before that claim's lease ran out (orphaned); or run r1's worker, a thread of
+    the claimer's process, crashed after its intent and a restart (sibling)."""
     start = Event(op="start", run=0, agent=SHIFT_AT[how][0])
+    if how == "sibling":  # run r1's worker, a thread of the claimer's process, dies
+        return (
+            Event(op="start", run=1, agent=SHIFT_AT[how][0]),
+            Event(op="crash", run=1, point="after_intent", seq=seq),
+            Event(op="restart", run=1),
+            Event(op="sweep"),
+        )
     if how == "orphaned":
         return (
             start,

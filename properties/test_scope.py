@@ -35,7 +35,8 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
     for cell in grid(inprocess_runner):
         start = next(e for e in cell.events if e.op != "configure")  # the deployment first
         foreign = cell.how in HOST_STORIES  # run r2's: a worker of another host
-        assert start.op == "start" and start.run == (2 if foreign else 0)
+        sibling = cell.how == "sibling"  # run r1's: a thread of the claimer's process
+        assert start.op == "start" and start.run == (2 if foreign else 1 if sibling else 0)
         assert start.kind == cell.kind
         placed = [e for e in cell.events if e.seq == cell.seq and e.point is not None]
         assert placed, cell  # the disruption (or the fault's pause) is at that step

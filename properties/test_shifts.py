@@ -21,6 +21,7 @@ import pytest
 
 from agent_runtime.llm import conversation
 from agent_runtime.loop import claiming, lease
+from agent_runtime.operator import snapshot, views
 
 from .planting import caught_with_edit, failure, plant_python
 from .runners import InProcessRunner, ProcessRunner
@@ -120,3 +121,25 @@ def test_a_dead_supervisors_claim_is_proved_dead_with_processes(
     process_runner: ProcessRunner,
 ) -> None:
     assert failure(process_runner, ORPHANED) == ""
+
+
+SIBLING = shifted("sibling", 0)
+
+
+def test_a_thread_of_the_claimers_own_process_is_never_called_dead(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run r1's in-process workers are threads of the suite's process, as an application
+    that runs workers in threads has them: its pid lives on after the thread died, so the
+    operator's list must not call the owner gone (``owner_is_dead``'s own-pid test as
+    ``return True``: 6040dece-3)."""
+    assert failure(runner, SIBLING) == ""
+    old = "if pid == os.getpid():\n        return False"
+    planted = plant_python(monkeypatch, lease, old, old.replace("False", "True"))
+    for module in (claiming, snapshot, views):  # each imported it by name
+        monkeypatch.setattr(module, "owner_is_dead", planted.owner_is_dead)
+
+    found = failure(runner, SIBLING)
+
+    assert "[owner_view] run r1" in found
+    assert "not provably gone), the operator's list says owner_gone=True" in found

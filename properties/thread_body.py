@@ -24,7 +24,14 @@ class Body:
     the state after the first ``)`` rather than the last called a zombie alive (lease
     ``_is_zombie``'s ``rsplit(")", 2)``, 9c514b25)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, own: bool = False) -> None:
+        """``own``: the worker is a thread of this very process, which names it (a sibling
+        of its claimer, ``pilots.SIBLING_RUN``): no stand-in, and never gone."""
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.pid = os.getpid()
+        self.gone = False
+        if own:
+            return
         self._proc = subprocess.Popen(
             [str(_stand_in()), "infinity"],
             stdin=subprocess.DEVNULL,
@@ -35,6 +42,8 @@ class Body:
         self.gone = False
 
     def end(self, *, reap: bool) -> None:
+        if self._proc is None:  # this process: it lives on
+            return
         if not self.gone:
             with contextlib.suppress(OSError):
                 self._proc.kill()

@@ -32,6 +32,7 @@ from .pilots import (
     CRASHED,
     DONE,
     MESSAGE_TIMEOUT,
+    SIBLING_RUN,
     Action,
     Beat,
     Exit,
@@ -172,7 +173,7 @@ class ThreadPilot(Pilot):
     ) -> None:
         self.start = start
         self._support_url = support_url
-        self.body = Body()
+        self.body = Body(own=start.run_id == SIBLING_RUN)  # a thread of this process
         self._killed = False  # the schedule killed it (SIGKILL): its body stays a zombie
         # on a claimed lease it adopts it, as in the pool
         self.owner = owner_of(start.label, self.body.pid, start.run_id)
