@@ -81,6 +81,7 @@ SETTINGS: Final = {
 
 DATADIR_ENV: Final = "PROPERTIES_PGDATA"
 CHECKPOINT_EVERY: Final = 20  # examples between two checkpoints the suite asks for
+WRITER_START: Final = 30.0  # seconds a restarted server may take to start its WAL writer
 HOLD_TRIES: Final = 200  # stops of a WAL writer caught busy before giving up
 WRITER_IDLE: Final = "WalWriterMain"  # its wait event while it sleeps between rounds
 STOP_WAIT: Final = 5.0  # seconds for a stopped process to show as stopped
@@ -145,9 +146,7 @@ class SuiteDatabase:
         flushes it or crashes the server. Stopped in the middle of a write, it would hold
         the lock every durable commit waits for: then it is let go and stopped again."""
         for _ in range(HOLD_TRIES):
-            pid = self._writer_pid()
-            if pid is None:
-                raise RuntimeError("the suite's database has no WAL writer to hold")
+            pid = self._started_writer()
             os.kill(pid, signal.SIGSTOP)
             _wait_stopped(pid)
             if self._writer_waits_for() == WRITER_IDLE:
@@ -155,6 +154,20 @@ class SuiteDatabase:
             os.kill(pid, signal.SIGCONT)
             time.sleep(0.001)
         raise RuntimeError(f"the WAL writer was busy at each of {HOLD_TRIES} stops")
+
+    def _started_writer(self) -> int:
+        """The WAL writer's pid: a server that just came back from a crash starts it once
+        its recovery ended, a moment after it accepts connections (a loaded machine made
+        that moment long enough to be missed: a mutant "killed" by it, 2026-12-06)."""
+        deadline = time.monotonic() + WRITER_START
+        while (pid := self._writer_pid()) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the suite's database has no WAL writer to hold ({WRITER_START:.0f}s after it "
+                    "accepted connections)"
+                )
+            time.sleep(0.01)
+        return pid
 
     def release_wal_writer(self) -> None:
         """Let the WAL writer run again (it writes what waits at once, then keeps its timer)."""
