@@ -17,12 +17,15 @@ from typing import Final, Protocol
 from agent_runtime.config import Settings
 from agent_runtime.errors import RunUnavailable
 from agent_runtime.operator.actions import resolve_call
+from agent_runtime.operator.attention import CallResolution, Choice
+from agent_runtime.operator.snapshot import read_history
 
 from . import sqlfile
 from .checks import Checks
 from .driving import WorkerRec
 from .events import TUNABLE, Event
 from .pilots import Gate
+from .violations import Violation
 
 DROP_WAIT: Final = 5.0  # seconds a terminated backend may take to disappear
 
@@ -185,11 +188,11 @@ class Disruptions(Checks):
         sent = [row for row in self.remotes.desk_rows() if row.key == key]
         if sent:
             delivered = {**sent[0].result, "status": "delivered"}
-            resolve_call(self.conn, run, seq, "confirm", result=delivered, reason="delivered")
+            self._resolved(run, seq, "confirm", result=delivered, reason="delivered")
             how = f"confirmed {key} with {sent[0].id}"
         else:
             try:
-                resolve_call(self.conn, run, seq, "redo", reason="the desk delivered nothing")
+                self._resolved(run, seq, "redo", reason="the desk delivered nothing")
             except RunUnavailable as exc:  # its send may still land: an operator waits
                 if "may still land" not in str(exc):
                     raise
@@ -199,6 +202,40 @@ class Disruptions(Checks):
         self.resolved.add(run)
         self.stats.count("operator " + how.split()[0])
         return f"an operator resolved the run: {how}"
+
+    def _resolved(
+        self, run: str, seq: int, choice: Choice, *, reason: str, result: object = None
+    ) -> CallResolution:
+        """``resolve_call``, its report held to what it did (**resolution**): the call's new
+        state and the run's status as the statement left them (a parked run pending, a
+        failed one failed), its audit row (``call_resolutions``, what ``show`` lists) with
+        the choice and the call's new result (none for a redo), and a confirmed time on a
+        settled call only. An operator acts on that report and audits by that row."""
+        was = sqlfile.one(self.conn, "resolved_call", {"run": run, "seq": seq})
+        done = resolve_call(self.conn, run, seq, choice, result=result, reason=reason)
+        now = sqlfile.one(self.conn, "resolved_call", {"run": run, "seq": seq})
+        shown = [(r.seq, r.choice, r.result) for r in read_history(self.conn, run).resolutions]
+        assert was is not None and now is not None  # the statement resolved this very call
+        wrong = []
+        if (done.state, done.status) != (now["state"], now["status"]) or now["status"] != (
+            "failed" if was["status"] == "failed" else "pending"
+        ):
+            wrong.append(
+                f"it said {done.state}, run {done.status}; the journal has {now['state']}, "
+                f"run {now['status']} (it was {was['status']})"
+            )
+        if done.past.result != now["result"] or (choice == "redo") != (now["result"] is None):
+            wrong.append(
+                f"its audit says result {done.past.result!r:.100}, the call {now['result']!r:.100}"
+            )
+        if (choice == "redo") != (now["confirmed_at"] is None):
+            wrong.append(f"the call's confirmed time is {now['confirmed_at']}")
+        if not shown or shown[-1] != (seq, choice, now["result"]):
+            wrong.append(f"show lists the resolutions {shown!r:.200}")
+        for text in wrong:
+            said = f"an operator's --{choice} of {run}:{seq}: {text}"
+            self.problems.append(Violation("resolution", run, seq, said))
+        return done
 
     def _count_fault(self, label: str) -> None:
         self.stats.count(label)

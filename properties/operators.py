@@ -153,14 +153,14 @@ class Operators(Disruptions):
             if not sent:
                 return f"skipped (the desk delivered nothing under {key} to confirm)"
             result = {**sent[0].result, "status": "delivered"}
-            resolve_call(self.conn, run, seq, "confirm", result=result, reason="delivered")
+            self._resolved(run, seq, "confirm", result=result, reason="delivered")
             self.confirmed_by[run, seq] = result
         else:
             if sent:
                 return f"skipped (the desk delivered {sent[0].id} under {key})"
             choice: Choice = "redo" if e.choice == "redo" else "fail"
             try:
-                resolve_call(self.conn, run, seq, choice, reason="the desk delivered nothing")
+                self._resolved(run, seq, choice, reason="the desk delivered nothing")
             except RunUnavailable as exc:  # its send may still land: an operator waits
                 if "may still land" not in str(exc):
                     raise

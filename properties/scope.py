@@ -27,7 +27,7 @@ three stories of an operator (``resolve_*``: a ``once`` run's worker frozen at i
 run parked, the operator decides while the frozen one waits); once per step, the stories
 that place a fault themselves (``bad_answers``, ``remote_fault``, ``outage``, ``gave_up``,
 ``no_retries``, ``wait_outpaced``, ``wait_cancelled``, ``stale_outage``, ``two_runs``, the
-``held_*`` ones of :mod:`properties.scope_stories`); and one cell each: the five durable
+``held_*`` ones of :mod:`properties.scope_stories`); and one cell each: the seven durable
 stories, ``elsewhere`` (workers of other hosts killed, never proved dead here), the two
 ``refused_*`` (an answer's last call refused), ``switched`` (a deployment switches the
 run's protocol), ``orphaned`` (a supervisor dies between claim and hand-out), ``sibling``.
@@ -37,7 +37,7 @@ The order is breadth first: every story at the first step of the first kind and 
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 697 schedules.
+the same every run: 699 schedules.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
 from .runner import ScheduleRunner
-from .scope_stories import HELD_STORIES, OUTAGE, before_db_crash, elsewhere, held, idle, raced
+from .scope_stories import HELD_STORIES, OUTAGE, elsewhere, held, idle, raced
 from .waits import WAIT_POINT
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")
@@ -74,14 +74,14 @@ READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_loo
 # an operator decides a parked once call while the parked worker's zombie waits at its gate
 RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "after_intent",
                           "resolve_fail": "after_intent"}  # fmt: skip
-# A database crash right after a durable write that is no step's own: a release, an
-# adoption, a renewal (at the first kind's first step), a park, an operator's redo made the
+# A database crash right after a durable write no step makes: a release, adoption, renewal,
+# failure (the first kind's first step), a park, an operator's redo, that redo made the next
 # worker's intent and sent (at the once call): one cell each, where the mechanism first runs.
 DURABLE_STORIES: Final = (
     "released_db_crash", "adopted_db_crash", "renewed_db_crash", "parked_db_crash",
-    "redone_db_crash",
+    "redone_db_crash", "failed_db_crash", "resolved_db_crash",
 )  # fmt: skip
-AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash")
+AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash", "resolved_db_crash")
 HOST_STORIES: Final = ("elsewhere",)  # a worker of another host dies (one cell, as above)
 # A claim overtakes a fenced write of a call inside its statement (properties.race): the
 # intent, a retry's send (one failed request first), the confirm; where the worker waits
@@ -181,7 +181,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
             Event(op="restart", run=0),
         )
     if how in DURABLE_STORIES:
-        return (start, *before_db_crash(how, seq, fault), Event(op="db_crash"))
+        return scope_stories.durable(how, start, seq, fault)
     if how in HOST_STORIES:
         return elsewhere(kind, seq)
     if how in REFUSED_STORIES or how in scope_stories.SHIFT_AT:

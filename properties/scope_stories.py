@@ -219,6 +219,21 @@ def elsewhere(kind: str, seq: int) -> tuple[Event, ...]:
     )
 
 
+def durable(how: str, start: Event, seq: int, fault: str) -> tuple[Event, ...]:
+    """A durable story: its write, then the database crash (failed_db_crash's workers are
+    deployed to fail a run at its second bad answer before the run starts)."""
+    if how == "failed_db_crash":  # the run fails for good: fail_run, the last write
+        return (
+            Event(op="configure", setting="max_bad_answers", n=1),
+            start,
+            Event(op="pause", run=0, point="before_decide", seq=seq),
+            Event(op="model_fault", fault="unknown_tool", n=2),
+            Event(op="step", run=0),
+            Event(op="db_crash"),
+        )
+    return (start, *before_db_crash(how, seq, fault), Event(op="db_crash"))
+
+
 def before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
     """What a durable story does before its database crash (its write the last one)."""
     if how == "released_db_crash":  # an outage: the worker stops and releases the run
@@ -243,6 +258,13 @@ def before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
         return (
             Event(op="crash", run=0, point="after_intent", seq=seq),
             Event(op="restart", run=0),
+        )
+    if how == "resolved_db_crash":  # parked, an operator's redo once nothing can land
+        return (
+            Event(op="crash", run=0, point="after_intent", seq=seq),
+            Event(op="restart", run=0),
+            Event(op="tick", seconds=SETTINGS.in_flight + 1),
+            Event(op="resolve", run=0, choice="redo"),
         )
     # redone_db_crash: parked, an operator orders a redo once the crashed send can no longer
     # land (a redo is refused before), the next worker makes it its intent and sends it: the

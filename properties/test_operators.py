@@ -12,7 +12,9 @@ import pytest
 from . import sqlfile
 from .events import Event, Schedule, ScheduleError
 from .minimise import first_failure
+from .planting import failure, plant_sql
 from .runners import InProcessRunner, ProcessRunner
+from .scope import story
 from .server import SuiteDatabase
 
 START_ONCE = Event(op="start", run=0, agent="once")
@@ -183,3 +185,57 @@ def test_operator_events_replay_the_same_in_both_runners(
     inprocess_runner: InProcessRunner, process_runner: ProcessRunner
 ) -> None:
     assert _replayed(process_runner, OPERATORS) == _replayed(inprocess_runner, OPERATORS)
+
+
+@pytest.mark.parametrize(
+    ("mutant", "said"),
+    [
+        ("sql/operator.sql:operator_resolve_call:flip_comparison:5f3d5e29", "its audit says"),
+        ("sql/operator.sql:operator_resolve_call:flip_comparison:dbf26d5a", "confirmed time"),
+        ("sql/operator.sql:operator_resolve_call:flip_comparison:501d2dc8", "it said confirmed"),
+        ("sql/operator.sql:operator_load_resolutions:flip_comparison:c1f12579", "show lists"),
+    ],
+)
+def test_what_resolve_reports_is_what_it_did(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, mutant: str, said: str
+) -> None:
+    """An operator acts on resolve's report and audits by its row: the audit's result, the
+    status the CLI prints, the confirmed time and show's list each passed the whole suite
+    wrong (the four SQL mutants)."""
+    events = story("once", "resolve_confirm", "after_call", 2)
+    assert failure(runner, events) == ""
+    plant_sql(monkeypatch, mutant)
+
+    found = failure(runner, events)
+
+    assert "[resolution] run r0 step 2: an operator's --confirm of r0:2" in found
+    assert said in found
+
+
+@pytest.mark.parametrize(
+    ("mutant", "how", "kind", "seq"),
+    [
+        ("sql/queries.sql:fail_run:relax_commit:3a8258e3", "failed_db_crash", "provisioning", 0),
+        (
+            "sql/operator.sql:operator_resolve_call:relax_commit:1e52f83f",
+            "resolved_db_crash",
+            "once",
+            2,
+        ),
+    ],
+)
+def test_a_failure_and_a_resolution_survive_a_database_crash(
+    runner: InProcessRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    mutant: str,
+    how: str,
+    kind: str,
+    seq: int,
+) -> None:
+    events = story(kind, how, "", seq, "send_email" if kind == "once" else "")
+    assert failure(runner, events) == ""
+    plant_sql(monkeypatch, mutant)
+
+    found = failure(runner, events)
+
+    assert "[lost_state] run r0" in found and "a durable write) was lost" in found

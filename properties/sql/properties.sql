@@ -115,3 +115,10 @@ FROM decisions d
 LEFT JOIN model_answers a ON a.run_id = d.run_id AND a.llm_call = d.llm_call
 WHERE a.run_id IS NULL OR a.message->>'role' IS DISTINCT FROM 'assistant'
 ORDER BY d.run_id, d.seq;
+
+-- name: resolved_call
+-- One call as an operator's resolution left it, with its run's status (the suite holds
+-- the resolution's report to them).
+SELECT t.state, t.result, t.remote_status, t.confirmed_at, r.status
+FROM tool_calls t JOIN runs r ON r.id = t.run_id
+WHERE t.run_id = %(run)s AND t.seq = %(seq)s;
