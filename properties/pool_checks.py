@@ -63,10 +63,28 @@ class PoolChecks:
                 )
 
     def _check_no_backoff(self, tenure: PoolPilot, row: dict[str, Any]) -> None:
-        """A first death since the run's last progress frees it for a claim at once (deaths
-        in a row back off: ``takeback.free_after_exit``)."""
+        """A first death since the run's last progress frees it for a claim at once; deaths
+        in a row back off, by the run's backoff rule (``takeback.free_after_exit``)."""
         first = row["attempts"] <= 1 and row["generation"] == tenure.lease.generation
         expires = row["lease_expires_at"]
+        if not first and expires is not None and row["generation"] == tenure.lease.generation:
+            # the n-th death in a row waits the backoff's n-1-th wait (no jitter in the pool
+            # mode: a wait is its ceiling) and never more: a wait counted from the wrong
+            # death (attempts + 1, attempts / 1) held runs back 2-4 times too long
+            most = self.world.settings.run_backoff_rule().ceiling(row["attempts"] - 1)
+            held = (expires - row["now"]).total_seconds()
+            if held > most + 1e-6:
+                self.problems.append(
+                    Violation(
+                        "pool_freed",
+                        tenure.lease.run_id,
+                        None,
+                        f"pool worker {tenure.pid} died holding generation "
+                        f"{tenure.lease.generation}, death {row['attempts']} in a row, and its "
+                        f"supervisor held the run back {held:.1f}s: the backoff's wait "
+                        f"{row['attempts'] - 1} is at most {most:.1f}s",
+                    )
+                )
         if first and expires is not None and expires > row["now"]:
             self.problems.append(
                 Violation(
