@@ -207,6 +207,10 @@ class PoolRunner(ScheduleRunner, PoolChecks, WatchChecks):
             self.known[lease.run_id] = (lease.owner, lease.generation)
             self._handing[lease.run_id] = (s, proc)
             claimed.append((lease, RunTask(agent=self._agent_of(lease.run_id) or "", input=None)))
+        for tenure in self.world.died:  # the pass freed a dead worker's lease for it
+            dead = self._rec_of(tenure)
+            if dead is not None:
+                self.moved.add(dead.label)
         self._check_freed()
         self._check_idle_wait(s)
         self.last = self.unchanged = None

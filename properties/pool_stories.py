@@ -66,6 +66,16 @@ CRASH_THEN_CANCEL: Final = [
 ]
 # a pool worker crashes (exit 1) on its run's first attempt: the run is claimable at once
 FIRST_CRASH: Final = [Event(op="start", run=0), Event(op="crash", run=0, point="after_intent")]
+# its pool worker dies twice in a row before any progress: the second death backs the run
+# off by the backoff's first wait, no longer (pool_freed), then it is claimed and finishes
+CRASHES_IN_A_ROW: Final = [
+    Event(op="start", run=0),
+    Event(op="crash", run=0, point="after_intent", seq=0),
+    Event(op="sweep"),
+    Event(op="crash", run=0, point="after_intent", seq=0),
+    Event(op="sweep", seconds=0.0),
+    Event(op="sweep"),
+]
 FIXED: Final = {
     "story": STORY,
     "cancelled before adoption": CANCELLED_BEFORE_ADOPTION,
@@ -74,6 +84,7 @@ FIXED: Final = {
     "watchdog": WATCHDOG,
     "crash then cancel": CRASH_THEN_CANCEL,
     "first crash": FIRST_CRASH,
+    "crashes in a row": CRASHES_IN_A_ROW,
 }
 
 
