@@ -68,12 +68,13 @@ class PoolChecks:
         first = row["attempts"] <= 1 and row["generation"] == tenure.lease.generation
         expires = row["lease_expires_at"]
         if not first and expires is not None and row["generation"] == tenure.lease.generation:
-            # the n-th death in a row waits the backoff's n-1-th wait (no jitter in the pool
-            # mode: a wait is its ceiling) and never more: a wait counted from the wrong
-            # death (attempts + 1, attempts / 1) held runs back 2-4 times too long
+            # the n-th death in a row waits the backoff's n-1-th wait exactly (no jitter in
+            # the pool mode, and the pass that freed it is the one this check follows), or
+            # nothing when its supervisor stopped it: a wait counted from the wrong death
+            # (attempts + 1, / 1, // 1, % 1) held runs back 2-4 times too long, or too short
             most = self.world.settings.run_backoff_rule().ceiling(row["attempts"] - 1)
             held = (expires - row["now"]).total_seconds()
-            if held > most + 1e-6:
+            if min(abs(held), abs(held - most)) > 1e-6:
                 self.problems.append(
                     Violation(
                         "pool_freed",
@@ -82,7 +83,7 @@ class PoolChecks:
                         f"pool worker {tenure.pid} died holding generation "
                         f"{tenure.lease.generation}, death {row['attempts']} in a row, and its "
                         f"supervisor held the run back {held:.1f}s: the backoff's wait "
-                        f"{row['attempts'] - 1} is at most {most:.1f}s",
+                        f"{row['attempts'] - 1} is {most:.1f}s (none when it stopped the worker)",
                     )
                 )
         if first and expires is not None and expires > row["now"]:

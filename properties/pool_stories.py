@@ -66,14 +66,18 @@ CRASH_THEN_CANCEL: Final = [
 ]
 # a pool worker crashes (exit 1) on its run's first attempt: the run is claimable at once
 FIRST_CRASH: Final = [Event(op="start", run=0), Event(op="crash", run=0, point="after_intent")]
-# its pool worker dies twice in a row before any progress: the second death backs the run
-# off by the backoff's first wait, no longer (pool_freed), then it is claimed and finishes
+# its pool worker dies three times in a row before any progress: the second and third
+# deaths back the run off by the backoff's first and second waits (pool_freed), then it is
+# claimed and finishes
 CRASHES_IN_A_ROW: Final = [
     Event(op="start", run=0),
     Event(op="crash", run=0, point="after_intent", seq=0),
     Event(op="sweep"),
     Event(op="crash", run=0, point="after_intent", seq=0),
-    Event(op="sweep", seconds=0.0),
+    Event(op="sweep", seconds=0.0),  # freed: backing off one second
+    Event(op="sweep", seconds=2.0),  # claimed again
+    Event(op="crash", run=0, point="after_intent", seq=0),
+    Event(op="sweep", seconds=0.0),  # freed: backing off two seconds
     Event(op="sweep"),
 ]
 FIXED: Final = {
@@ -107,6 +111,7 @@ def problem(name: str, outcome: Any, trace: list[str]) -> str | None:
     said = {
         "orphan beside a hand-started worker": "step r0: w1 ended: done",
         "watchdog": "waiting w1 ended: crashed",
+        "crashes in a row": "w3 crashed at after_intent seq=0",  # the third death came
     }.get(name)
     if said is not None and said not in text:
         return f"{said!r} not in the trace"
