@@ -43,6 +43,9 @@ POOL_MODULES: Final = frozenset({"supervisor", "supervision", "takeback", "unser
 POOL_QUERIES: Final = frozenset(
     {"held_runs", "unserved_runs", "expire_lease_of", "give_up_exhausted"}
 )
+# statements the real supervisor sends and the suite's sweep mimics: the pool stage too
+# (only the real supervisor serves a subset of the agents: claim_expired's agent filter)
+MIMICKED_QUERIES: Final = frozenset({"claim_expired"})
 # modules that prove an owner dead by its pid: their mutants get the process stage too
 PROCESS_MODULES: Final = frozenset({"lease", "claiming"})
 T = TypeVar("T")
@@ -141,6 +144,8 @@ def _command(mutant: Mutant, protocol: str) -> str:
     if tiers.tier_of(mutant.module, mutant.where) == tiers.TESTS:
         files = " ".join(tiers.killers(mutant.module, mutant.where))
         return f"{sys.executable} -m properties.mutation.testtier {files}"
+    if mutant.where in MIMICKED_QUERIES:  # the suite's sweep sends it, and the supervisor
+        return f"{protocol} --pool"
     if mutant.module in POOL_MODULES or mutant.where in POOL_QUERIES:
         # the in-process stages never import the supervisor nor send these statements
         # (check.py prints "supervisor imported: []" after them in every run of the first
@@ -276,6 +281,7 @@ def _run(
             "command": "python -m properties.mutation.check"
             + (" --no-hypothesis" if args.scope_only else "")
             + (" (--pool-only for " + ", ".join(sorted(POOL_MODULES | POOL_QUERIES)) + ")")
+            + (" (--pool for " + ", ".join(sorted(MIMICKED_QUERIES)) + ")")
             + (" (--process for " + ", ".join(sorted(PROCESS_MODULES)) + ")")
             + "; tests tier: python -m properties.mutation.testtier <its tests/ files>",
             "unmutated seconds": round(baseline, 1),
