@@ -207,6 +207,8 @@ class PoolRunner(ScheduleRunner, PoolChecks, WatchChecks):
             self.known[lease.run_id] = (lease.owner, lease.generation)
             self._handing[lease.run_id] = (s, proc)
             claimed.append((lease, RunTask(agent=self._agent_of(lease.run_id) or "", input=None)))
+        # a run it gave up is failed for good (pool_states' gave_up judges when)
+        self.failed_for_good |= {row["id"] for row in sqlfile.rows(self.conn, "given_up")}
         for tenure in self.world.died:  # the pass freed a dead worker's lease for it
             dead = self._rec_of(tenure)
             if dead is not None:

@@ -18,6 +18,12 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   progress at 0 s: the watchdog must leave it at 1 s (no progress for exactly
   ``stuck_after``) and kill it at 2 s (``worker-stuck``), its run claimed again in that
   pass and finished by its contract;
+- ``gave_up``: ``max_attempts=2``, ``give_up_after=5``: r0's worker dies before any
+  progress, again and again, while r1's worker holds its run alive; the supervisor may give
+  r0 up only once it has had two claims since its progress, the first five seconds ago,
+  and its lease is free: not at its second death (0 s), not while a live worker holds it
+  at 6 s, but at the pass that frees it after its third death (event 10), once, and never
+  r1 (``gave-up`` lines);
 - ``unserved``: a run of an agent no supervisor serves, the clock moved a second at a
   time and the supervisor made to look at every pass: it names the run exactly when the
   run has waited ``UNSERVED_AFTER`` polls, not a second earlier; then ``LIMIT`` more wait:
@@ -52,6 +58,7 @@ SETTINGS: Final[dict[str, dict[str, float]]] = {
     "full": {"max_workers": 2},
     "stuck": {"stuck_after": 1.0},
     "unserved": {},
+    "gave_up": {"max_attempts": 2, "give_up_after": 5.0},
 }
 LOST: Final = [
     Event(op="start", run=0, agent="support"),
@@ -76,7 +83,27 @@ STUCK: Final = [
     Event(op="tick", seconds=1.0),  # 2: no progress for 1 s: not more than stuck_after
     Event(op="tick", seconds=1.0),  # 3: 2 s: stuck
 ]
-STORIES: Final[dict[str, list[Event]]] = {"lost": LOST, "full": FULL, "stuck": STUCK}
+DIES: Final = Event(op="crash", run=0, point="before_decide", seq=0)  # before any progress
+GAVE_UP: Final = [
+    Event(op="start", run=0),
+    Event(op="start", run=1),
+    Event(op="pause", run=1, point="after_intent", seq=1),  # 2: alive, past its progress
+    DIES,  # 3: r0's first death
+    Event(op="sweep", seconds=0.0),  # 4: freed at once, claimed again: attempts 2
+    DIES,  # 5
+    Event(op="sweep", seconds=0.0),  # 6: freed, backing off 1 s; two claims, but at 0 s
+    Event(op="sweep", seconds=2.0),  # 7: 2 s: claimed again, attempts 3, held alive
+    Event(op="tick", seconds=4.0),  # 8: 6 s, the rule holds but a live worker holds r0
+    DIES,  # 9
+    Event(op="sweep", seconds=0.0),  # 10: freed: given up, in this very pass
+    Event(op="sweep", seconds=0.0),  # 11: a failed run is not given up again
+]
+STORIES: Final[dict[str, list[Event]]] = {
+    "lost": LOST,
+    "full": FULL,
+    "stuck": STUCK,
+    "gave_up": GAVE_UP,
+}
 UNSERVED_AGENT: Final = "nobody-serves-this"
 SUPERVISOR_LOG: Final = "agent_runtime.supervisor"
 
@@ -134,7 +161,8 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             outcome, trace = outcome_and_trace(pool, STORIES[name])
         if isinstance(outcome, str):
             return outcome
-        judge = {"lost": _judge_lost, "full": _judge_full, "stuck": _judge_stuck}[name]
+        judges = {"lost": _judge_lost, "full": _judge_full, "stuck": _judge_stuck}
+        judge = judges.get(name, _judge_gave_up)
         found = judge(pool, outcome, trace, said)
         return None if found is None else f"{found}\ntrace:\n" + "\n".join(trace)
 
@@ -187,6 +215,18 @@ def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -
         return f"the stuck worker's run was not claimed again in that pass: {trace[3]!r}"
     if outcome["r0"]["status"] != "done":
         return f"r0 ended {outcome['r0']['status']}"
+    return None
+
+
+def _judge_gave_up(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    gave_up = [(i, line.split()[1]) for i, line in _at(said, r"gave-up run=")]
+    if gave_up != [(10, "run=r0")]:
+        return (
+            f"runs given up at (event, run) {gave_up}, not r0 once at event 10 (two claims "
+            "since its progress, the first 5 s ago, its lease free)"
+        )
+    if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
+        return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
     return None
 
 

@@ -122,3 +122,7 @@ ORDER BY d.run_id, d.seq;
 SELECT t.state, t.result, t.remote_status, t.confirmed_at, r.status
 FROM tool_calls t JOIN runs r ON r.id = t.run_id
 WHERE t.run_id = %(run)s AND t.seq = %(seq)s;
+
+-- name: given_up
+-- The runs a supervisor gave up (give_up_exhausted): failed for good, as it must.
+SELECT id FROM runs WHERE status = 'failed' AND starts_with(failure, 'gave up after ');
