@@ -28,16 +28,15 @@ run parked, the operator decides while the frozen one waits); once per step, the
 that place a fault themselves (``bad_answers``, ``remote_fault``, ``outage``, ``gave_up``,
 ``no_retries``, ``wait_outpaced``, ``wait_cancelled``, ``stale_outage``, ``two_runs``, the
 ``held_*`` ones of :mod:`properties.scope_stories`); and one cell each: the seven durable
-stories, ``elsewhere`` (workers of other hosts killed, never proved dead here), the two
-``refused_*`` (an answer's last call refused), ``switched`` (a deployment switches the
-run's protocol), ``orphaned`` (a supervisor dies between claim and hand-out), ``sibling``.
-ARCHITECTURE.md's "The small scope first" tells each story's events.
+stories, ``elsewhere`` (workers of other hosts killed), the two ``refused_*`` (an answer's
+last call refused), ``switched``, ``orphaned``, ``sibling`` and ``two_parked`` (worlds of
+:mod:`properties.scope_stories`). ARCHITECTURE.md's "The small scope first" tells each.
 
 The order is breadth first: every story at the first step of the first kind and the
 one-cell stories, then the steps whose tool has a contract of its own, then the rest, the
 database crash last (the dearest: a server restart each). A failure is saved like one of
 Hypothesis' (``<name>-scope-<digest>.json``), already as short as it can be; the grid is
-the same every run: 699 schedules.
+the same every run: 700 schedules.
 """
 
 from __future__ import annotations

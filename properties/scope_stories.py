@@ -141,12 +141,13 @@ def resolved_early(kind: str, seq: int, how: str) -> tuple[Event, ...]:
 # the decide question the steps chat decided. A supervisor claims and dies before its
 # hand-out (orphaned): a restart proves its claim's owner dead (host:pid:nonce:run). A
 # worker that is a thread of the claimer's own process crashes (sibling: run r1's,
-# pilots.SIBLING_RUN): its process lives, so nothing proves it dead. One cell each, at the
-# seed's third step and first step.
+# pilots.SIBLING_RUN): its process lives, so nothing proves it dead. Two once runs parked
+# at the same step, and an operator resolves one (two_parked). One cell each.
 SHIFT_AT: Final = {
     "switched": ("provisioning", 2),
     "orphaned": ("provisioning", 0),
     "sibling": ("provisioning", 0),
+    "two_parked": ("once", 2),
 }
 
 
@@ -155,8 +156,21 @@ def shifted(how: str, seq: int) -> tuple[Event, ...]:
     under Chat Completions, its step, then one under the agent's own protocol again
     (switched); or its worker crashed after its intent there, a supervisor's orphaned claim,
     a restart before that claim's lease ran out (orphaned); or run r1's worker, a thread of
-    the claimer's process, crashed after its intent and a restart (sibling)."""
+    the claimer's process, crashed after its intent and a restart (sibling); or two once
+    runs parked at that step and an operator's redo of r0's call alone (two_parked)."""
     start = Event(op="start", run=0, agent=SHIFT_AT[how][0])
+    if how == "two_parked":  # both once runs park at the send; the operator redoes r0's
+        crashes = [Event(op="crash", run=r, point="after_intent", seq=seq) for r in (0, 1)]
+        return (
+            Event(op="start", run=0, agent="once"),
+            Event(op="start", run=1, agent="once"),
+            *crashes,
+            Event(op="restart", run=0),
+            Event(op="restart", run=1),
+            Event(op="tick", seconds=SETTINGS.in_flight + 1),
+            Event(op="resolve", run=0, choice="redo"),
+            Event(op="sweep", seconds=0.0),
+        )
     if how == "sibling":  # run r1's worker, a thread of the claimer's process, dies
         return (
             Event(op="start", run=1, agent=SHIFT_AT[how][0]),

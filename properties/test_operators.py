@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from . import sqlfile
@@ -239,3 +240,17 @@ def test_a_failure_and_a_resolution_survive_a_database_crash(
     found = failure(runner, events)
 
     assert "[lost_state] run r0" in found and "a durable write) was lost" in found
+
+
+def test_a_resolve_that_reaches_past_its_run_is_caught(
+    runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two once runs parked at the same step, and an operator resolves r0's call: a
+    resolve without its run's id (88931b9c) takes r1's call too, and its statement fails
+    (the suite had never parked two runs at once)."""
+    events = story("once", "two_parked", "", 2, "send_email")
+    assert failure(runner, events) == ""
+    plant_sql(monkeypatch, "sql/operator.sql:operator_resolve_call:drop_conjunct:88931b9c")
+
+    with pytest.raises(psycopg.errors.CardinalityViolation):
+        failure(runner, events)
