@@ -47,22 +47,16 @@ class PoolChecks:
             if row is None or row["status"] != "running":
                 continue
             if row["owner"] is None:
-                self._check_no_backoff(tenure, row)
+                self._check_backoff(tenure, row)
                 continue
             if row["generation"] == tenure.lease.generation:
-                self.problems.append(
-                    Violation(
-                        "pool_freed",
-                        tenure.lease.run_id,
-                        None,
-                        f"pool worker {tenure.pid} died holding generation "
-                        f"{tenure.lease.generation} and its supervisor left the lease with "
-                        f"{row['owner']} until {row['lease_expires_at']}: a dead worker's run "
-                        "is freed at once",
-                    )
+                self._freed_wrong(
+                    tenure,
+                    f" and its supervisor left the lease with {row['owner']} until "
+                    f"{row['lease_expires_at']}: a dead worker's run is freed at once",
                 )
 
-    def _check_no_backoff(self, tenure: PoolPilot, row: dict[str, Any]) -> None:
+    def _check_backoff(self, tenure: PoolPilot, row: dict[str, Any]) -> None:
         """A first death since the run's last progress frees it for a claim at once; deaths
         in a row back off, by the run's backoff rule (``takeback.free_after_exit``)."""
         first = row["attempts"] <= 1 and row["generation"] == tenure.lease.generation
@@ -75,29 +69,22 @@ class PoolChecks:
             most = self.world.settings.run_backoff_rule().ceiling(row["attempts"] - 1)
             held = (expires - row["now"]).total_seconds()
             if min(abs(held), abs(held - most)) > 1e-6:
-                self.problems.append(
-                    Violation(
-                        "pool_freed",
-                        tenure.lease.run_id,
-                        None,
-                        f"pool worker {tenure.pid} died holding generation "
-                        f"{tenure.lease.generation}, death {row['attempts']} in a row, and its "
-                        f"supervisor held the run back {held:.1f}s: the backoff's wait "
-                        f"{row['attempts'] - 1} is {most:.1f}s (none when it stopped the worker)",
-                    )
+                self._freed_wrong(
+                    tenure,
+                    f", death {row['attempts']} in a row, and its supervisor held the run back "
+                    f"{held:.1f}s: the backoff's wait {row['attempts'] - 1} is {most:.1f}s "
+                    "(none when it stopped the worker)",
                 )
         if first and expires is not None and expires > row["now"]:
-            self.problems.append(
-                Violation(
-                    "pool_freed",
-                    tenure.lease.run_id,
-                    None,
-                    f"pool worker {tenure.pid} died holding generation "
-                    f"{tenure.lease.generation}, its run's first death since progress, and "
-                    f"its supervisor held the run back until {expires} (now {row['now']}): "
-                    "only deaths in a row back off",
-                )
+            self._freed_wrong(
+                tenure,
+                f", its run's first death since progress, and its supervisor held the run back "
+                f"until {expires} (now {row['now']}): only deaths in a row back off",
             )
+
+    def _freed_wrong(self, tenure: PoolPilot, how: str) -> None:
+        said = f"pool worker {tenure.pid} died holding generation {tenure.lease.generation}{how}"
+        self.problems.append(Violation("pool_freed", tenure.lease.run_id, None, said))
 
     def _check_idle_wait(self, s: Supervised) -> None:
         """No run is left claimable by a pass that had room for a worker."""
