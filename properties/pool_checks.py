@@ -65,15 +65,17 @@ class PoolChecks:
             # the n-th death in a row waits the backoff's n-1-th wait exactly (no jitter in
             # the pool mode, and the pass that freed it is the one this check follows), or
             # nothing when its supervisor stopped it: a wait counted from the wrong death
-            # (attempts + 1, / 1, // 1, % 1) held runs back 2-4 times too long, or too short
+            # (attempts + 1, / 1, // 1, % 1) held runs back 2-4 times too long, or too short,
+            # and none at the second death (attempts > 2) passed as a stop's
             most = self.world.settings.run_backoff_rule().ceiling(row["attempts"] - 1)
+            want = 0.0 if tenure.supervised.supervisor.stopping else most
             held = (expires - row["now"]).total_seconds()
-            if min(abs(held), abs(held - most)) > 1e-6:
+            if abs(held - want) > 1e-6:
                 self._freed_wrong(
                     tenure,
                     f", death {row['attempts']} in a row, and its supervisor held the run back "
-                    f"{held:.1f}s: the backoff's wait {row['attempts'] - 1} is {most:.1f}s "
-                    "(none when it stopped the worker)",
+                    f"{held:.1f}s, not {want:.1f}s (the backoff's wait {row['attempts'] - 1}, "
+                    "none when it stopped the worker)",
                 )
         if first and expires is not None and expires > row["now"]:
             self._freed_wrong(

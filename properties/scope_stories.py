@@ -169,7 +169,6 @@ def shifted(how: str, seq: int) -> tuple[Event, ...]:
             Event(op="restart", run=1),
             Event(op="tick", seconds=SETTINGS.in_flight + 1),
             Event(op="resolve", run=0, choice="redo"),
-            Event(op="sweep", seconds=0.0),
         )
     if how == "sibling":  # run r1's worker, a thread of the claimer's process, dies
         return (

@@ -25,7 +25,7 @@ from agent_runtime.llm import conversation
 from agent_runtime.loop import claiming, lease
 from agent_runtime.operator import snapshot, views
 
-from .planting import caught_with_edit, failure, plant_python
+from .planting import failure, plant_python
 from .runners import InProcessRunner, ProcessRunner
 from .scope_stories import shifted
 
@@ -58,11 +58,10 @@ ROLE: Final = 'if message is None or message.get("role") != "assistant":'
 def test_a_remade_answer_that_is_not_one_is_caught(
     runner: InProcessRunner, monkeypatch: pytest.MonkeyPatch, take: str, old: str, new: str
 ) -> None:
-    edit = (conversation, old, new)
-    found = caught_with_edit(
-        runner, SWITCHED, monkeypatch, edit, take=take, put=(conversation, take)
-    )
-    assert "run r0" in found
+    # the story passes on the real runtime: test_the_switched_run_asks_in_both_protocols
+    planted = getattr(plant_python(monkeypatch, conversation, old, new), take)
+    monkeypatch.setattr(conversation, take, planted)
+    assert "run r0" in failure(runner, SWITCHED)
 
 
 def test_the_switched_run_asks_in_both_protocols(runner: InProcessRunner) -> None:
