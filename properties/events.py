@@ -110,11 +110,9 @@ op                 what happens                                    fields
 before a retry (a tool's backoff between two attempts, or its client's wait before it sends
 again), where nothing of the worker runs until the schedule lets it go on.
 
-``sigterm``, ``hangup``, ``stop_supervisor`` and ``rival_sweep`` apply only where a real
-supervisor runs (``--mode pool``); the other runners skip them.
-
-An event that does not apply when it comes (a step of a run nobody works on) is a
-no-op and says so in the trace; that keeps every list of events a valid schedule.
+``sigterm``, ``hangup``, ``stop_supervisor``, ``rival_sweep`` apply only where a real
+supervisor runs (``--mode pool``). An event that does not apply when it comes (a step of
+a run nobody works on) is a no-op and says so in the trace: every list is a schedule.
 """
 
 from __future__ import annotations
