@@ -329,6 +329,9 @@ def test_a_supervisor_that_never_hears_its_workers_open_is_caught(
         return ended
 
     monkeypatch.setattr(WorkerProcess, "ended", deaf)
+    # The check waits READY_WAIT for a hello that was already read: a shorter wait finds
+    # the same (a worker that opens at all opens within a second here).
+    monkeypatch.setattr(pool_world, "READY_WAIT", 1.0)
     found = _violation(pool_runner, [Event(op="start", run=0), Event(op="sweep")])
     assert "[pool_ready]" in found
 
