@@ -18,6 +18,10 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   progress at 0 s: the watchdog must leave it at 1 s (no progress for exactly
   ``stuck_after``) and kill it at 2 s (``worker-stuck``), its run claimed again in that
   pass and finished by its contract;
+- ``stuck_answered``: the same bound, the stuck worker's last progress a model answer (1 s)
+  later than its last call, while a run started later answers and calls (2 s): the
+  watchdog must measure from the stuck run's own latest answer -- not an earlier one, not
+  another run's answer or call -- and kill it at 3 s, once;
 - ``gave_up``: ``max_attempts=2``, ``give_up_after=5``: r0's worker dies before any
   progress, again and again, while r1's worker holds its run alive; the supervisor may give
   r0 up only once it has had two claims since its progress, the first five seconds ago,
@@ -27,7 +31,10 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
 - ``unserved``: a run of an agent no supervisor serves, the clock moved a second at a
   time and the supervisor made to look at every pass: it names the run exactly when the
   run has waited ``UNSERVED_AFTER`` polls, not a second earlier; then ``LIMIT`` more wait:
-  a look cut at its limit names the longest waiting and forgets none.
+  a look cut at its limit names the longest waiting and forgets none;
+- ``unserved_mixed``: runs of two unserved agents (pending, and one whose worker elsewhere
+  died holding it) beside a failed run of one of them and a backlog of the supervisor's
+  own agent: one look names the three waiting runs, each once, and never the other two.
 
 Time moves only through the clock seam (the frozen ``cr_now()``); nothing sleeps.
 :func:`state_problem` replays one story on a :class:`~properties.pool_runner.PoolRunner`
@@ -43,6 +50,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_runtime.store.journal import Journal
+from agent_runtime.store.records import Lease
 from agent_runtime.supervisor.unserved import LIMIT, UNSERVED_AFTER
 
 from . import sqlfile
@@ -57,7 +65,9 @@ SETTINGS: Final[dict[str, dict[str, float]]] = {
     "lost": {},
     "full": {"max_workers": 2},
     "stuck": {"stuck_after": 1.0},
+    "stuck_answered": {"stuck_after": 1.0},
     "unserved": {},
+    "unserved_mixed": {},
     "gave_up": {"max_attempts": 2, "give_up_after": 5.0},
 }
 LOST: Final = [
@@ -83,6 +93,16 @@ STUCK: Final = [
     Event(op="tick", seconds=1.0),  # 2: no progress for 1 s: not more than stuck_after
     Event(op="tick", seconds=1.0),  # 3: 2 s: stuck
 ]
+STUCK_ANSWERED: Final = [
+    Event(op="start", run=0),
+    Event(op="pause", run=0, point="after_confirm", seq=0),  # 1: its first step, at 0 s
+    Event(op="tick", seconds=1.0),  # 2
+    Event(op="pause", run=0, point="after_decide", seq=1),  # 3: its last progress: an answer
+    Event(op="tick", seconds=1.0),  # 4: 2 s: 1 s since that answer
+    Event(op="start", run=1),  # 5
+    Event(op="pause", run=1, point="after_decide", seq=1),  # 6: r1's answers and call, at 2 s
+    Event(op="tick", seconds=1.0),  # 7: 3 s: r0 stuck, r1 not
+]
 DIES: Final = Event(op="crash", run=0, point="before_decide", seq=0)  # before any progress
 GAVE_UP: Final = [
     Event(op="start", run=0),
@@ -102,9 +122,11 @@ STORIES: Final[dict[str, list[Event]]] = {
     "lost": LOST,
     "full": FULL,
     "stuck": STUCK,
+    "stuck_answered": STUCK_ANSWERED,
     "gave_up": GAVE_UP,
 }
 UNSERVED_AGENT: Final = "nobody-serves-this"
+OTHER_UNSERVED: Final = "nobody-serves-that"  # sorts first
 SUPERVISOR_LOG: Final = "agent_runtime.supervisor"
 
 Said = list[tuple[int, str]]  # (index of the event being applied, log line)
@@ -157,11 +179,18 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
     with story_settings(pool, name):
         if name == "unserved":
             return _unserved(pool)
+        if name == "unserved_mixed":
+            return _unserved_mixed(pool)
         with _hearing(lambda: len(pool.trace)) as said:
             outcome, trace = outcome_and_trace(pool, STORIES[name])
         if isinstance(outcome, str):
             return outcome
-        judges = {"lost": _judge_lost, "full": _judge_full, "stuck": _judge_stuck}
+        judges = {
+            "lost": _judge_lost,
+            "full": _judge_full,
+            "stuck": _judge_stuck,
+            "stuck_answered": _judge_stuck_answered,
+        }
         judge = judges.get(name, _judge_gave_up)
         found = judge(pool, outcome, trace, said)
         return None if found is None else f"{found}\ntrace:\n" + "\n".join(trace)
@@ -215,6 +244,22 @@ def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -
         return f"the stuck worker's run was not claimed again in that pass: {trace[3]!r}"
     if outcome["r0"]["status"] != "done":
         return f"r0 ended {outcome['r0']['status']}"
+    return None
+
+
+def _judge_stuck_answered(
+    pool: PoolRunner, outcome: Any, trace: list[str], said: Said
+) -> str | None:
+    kills = [(i, line.split()[1:4:2]) for i, line in _at(said, "worker-(stuck|hung) ")]
+    if kills != [(7, ["run=r0", "no_progress_for=2.0s"])]:
+        return (
+            f"workers killed at (event, run, measure) {kills}: r0's once, at event 7, two "
+            "seconds after its own latest answer (not its earlier progress, nor r1's)"
+        )
+    if "claimed r0" not in trace[7]:
+        return f"the stuck worker's run was not claimed again in that pass: {trace[7]!r}"
+    if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("done", "done"):
+        return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
     return None
 
 
@@ -280,4 +325,38 @@ def _unserved(pool: PoolRunner) -> str | None:
     fresh = [line for t, line in said if t == started + int(waited) and " run=u" in line]
     if len(fresh) != LIMIT - 1:
         return f"the cut look said {len(fresh)} runs unserved, not the {LIMIT - 1} new ones"
+    return None
+
+
+def _unserved_mixed(pool: PoolRunner) -> str | None:
+    """Runs of two agents nobody serves -- pending ones, and one whose worker elsewhere died
+    holding it -- beside two the look must never name: a failed run of such an agent, and
+    a run of the supervisor's own agent it had no room to take yet (no sweep between)."""
+    pool.reset()
+    world = pool.world
+    s = world.supervised("main")
+    journal = Journal(pool.conn)
+    try:
+        with _hearing(lambda: 0) as said:
+            for run, agent in (("v1", OTHER_UNSERVED), ("v2", OTHER_UNSERVED)):
+                journal.create_run(run, agent, None)
+                lease = journal.claim(run, f"elsewhere:{run}", LEASE)
+                assert lease is not None, f"{run} could not be claimed"
+            journal.fail(Lease(run_id="v2", owner="elsewhere:v2", generation=1), "given up")
+            for run, agent in (("u0", UNSERVED_AGENT), ("v0", OTHER_UNSERVED), ("s0", "support")):
+                journal.create_run(run, agent, None)
+            pool._advance(LEASE + UNSERVED_AFTER * world.settings.poll + 1)
+            named = sorted(s.supervisor.unserved.look(pool.conn))
+    except Exception as exc:  # the supervisor's look raised: its loop would die with it
+        return f"the mixed unserved story raised {type(exc).__name__}: {exc}"
+    finally:
+        pool.cleanup()
+    if named != ["u0", "v0", "v1"]:
+        return (
+            f"the look named {named}, not u0, v0 (pending) and v1 (its lease ran out): never "
+            "v2 (failed) nor s0 (the supervisor's own agent)"
+        )
+    lines = sorted(line.split()[1] + " " + line.split()[3] for _, line in said)
+    if lines != ["run=u0 status=pending", "run=v0 status=pending", "run=v1 status=running"]:
+        return f"the look said {lines}: each of u0, v0, v1 once, with its status"
     return None
