@@ -28,6 +28,10 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   and its lease is free: not at its second death (0 s), not while a live worker holds it
   at 6 s, but at the pass that frees it after its third death (event 10), once, and never
   r1 (``gave-up`` lines);
+- ``gave_up_late``: the same limits, r0 dying again and again after it made progress at
+  2 s, and another run claimed at 3 s: the give-up's five seconds run from r0's own first
+  claim since its progress (4 s), not from its first claim ever nor another run's: it is
+  claimed again at 8.5 s, and given up only at the pass that frees it at 9.5 s (event 15);
 - ``unserved``: a run of an agent no supervisor serves, the clock moved a second at a
   time and the supervisor made to look at every pass: it names the run exactly when the
   run has waited ``UNSERVED_AFTER`` polls, not a second earlier; then ``LIMIT`` more wait:
@@ -69,6 +73,7 @@ SETTINGS: Final[dict[str, dict[str, float]]] = {
     "unserved": {},
     "unserved_mixed": {},
     "gave_up": {"max_attempts": 2, "give_up_after": 5.0},
+    "gave_up_late": {"max_attempts": 2, "give_up_after": 5.0},
 }
 LOST: Final = [
     Event(op="start", run=0, agent="support"),
@@ -118,12 +123,32 @@ GAVE_UP: Final = [
     Event(op="sweep", seconds=0.0),  # 10: freed: given up, in this very pass
     Event(op="sweep", seconds=0.0),  # 11: a failed run is not given up again
 ]
+DIES_LATER: Final = Event(op="crash", run=0, point="before_decide", seq=1)  # past progress
+GAVE_UP_LATE: Final = [
+    Event(op="start", run=0),  # r0 claimed at 0 s
+    Event(op="tick", seconds=2.0),  # 1
+    Event(op="pause", run=0, point="after_confirm", seq=0),  # 2: its progress, at 2 s
+    Event(op="tick", seconds=1.0),  # 3
+    Event(op="start", run=1),  # 4: r1 claimed at 3 s, held alive from here on
+    Event(op="tick", seconds=1.0),  # 5
+    DIES_LATER,  # 6: r0's first death since its progress
+    Event(op="sweep", seconds=0.0),  # 7: freed at once, claimed at 4 s: the window opens
+    DIES_LATER,  # 8
+    Event(op="sweep", seconds=0.0),  # 9: freed at once: two claims since the progress
+    DIES_LATER,  # 10
+    Event(op="sweep", seconds=0.0),  # 11: freed, backing off
+    Event(op="sweep", seconds=4.5),  # 12: 8.5 s: 4.5 s since the window opened: claimed
+    Event(op="tick", seconds=1.0),  # 13: 9.5 s: a live worker holds r0
+    DIES_LATER,  # 14
+    Event(op="sweep", seconds=0.0),  # 15: freed: given up, in this very pass
+]
 STORIES: Final[dict[str, list[Event]]] = {
     "lost": LOST,
     "full": FULL,
     "stuck": STUCK,
     "stuck_answered": STUCK_ANSWERED,
     "gave_up": GAVE_UP,
+    "gave_up_late": GAVE_UP_LATE,
 }
 UNSERVED_AGENT: Final = "nobody-serves-this"
 OTHER_UNSERVED: Final = "nobody-serves-that"  # sorts first
@@ -191,7 +216,7 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             "stuck": _judge_stuck,
             "stuck_answered": _judge_stuck_answered,
         }
-        judge = judges.get(name, _judge_gave_up)
+        judge = judges.get(name, _judge_gave_up if name == "gave_up" else _judge_gave_up_late)
         found = judge(pool, outcome, trace, said)
         return None if found is None else f"{found}\ntrace:\n" + "\n".join(trace)
 
@@ -269,6 +294,19 @@ def _judge_gave_up(pool: PoolRunner, outcome: Any, trace: list[str], said: Said)
         return (
             f"runs given up at (event, run) {gave_up}, not r0 once at event 10 (two claims "
             "since its progress, the first 5 s ago, its lease free)"
+        )
+    if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
+        return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
+    return None
+
+
+def _judge_gave_up_late(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    gave_up = [(i, line.split()[1]) for i, line in _at(said, r"gave-up run=")]
+    if gave_up != [(15, "run=r0")]:
+        return (
+            f"runs given up at (event, run) {gave_up}, not r0 once at event 15: five seconds "
+            "after its own first claim since its progress (4 s), not after an earlier claim "
+            "of its own (0 s) nor another run's (3 s)"
         )
     if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
         return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
