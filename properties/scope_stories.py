@@ -33,8 +33,16 @@ def held(how: str, seq: int) -> tuple[Event, ...]:
     :data:`LATE` of the send's in-flight bound has passed (held_late), and goes on at once,
     or stops in its wait for the send to land while the clock moves part of that wait
     (held_crept: :data:`CREPT`, held_moved: :data:`MOVED`) and then goes on; then the
-    held request lands, and a sweep settles the call by its contract."""
-    events = [
+    held request lands, and a sweep settles the call by its contract. Past the first step,
+    the step's intent comes a second after the run's earlier calls, so that a wait read from
+    another call's bound (an earlier one) is not the same wait."""
+    events = []
+    if seq > 0:  # the run's earlier calls a second before: each call's bound is its own
+        events += [
+            Event(op="pause", run=0, point="after_confirm", seq=seq - 1),
+            Event(op="tick", seconds=1.0),
+        ]
+    events += [
         Event(op="pause", run=0, point="after_intent", seq=seq),
         Event(op="cloud_fault", fault="hold_next", n=1),
     ]

@@ -107,6 +107,10 @@ def test_a_reads_failed_request_must_not_park_the_run(
         ("claim_run:drop_lock:25949f66", "race_claim", "support", 1, "[double_claim]"),
         # ... and a sweep that does not lock its runs (FOR UPDATE SKIP LOCKED dropped)
         ("claim_expired:drop_lock:85791f51", "race_sweep", "support", 1, "[double_claim]"),
+        # a restart's landing wait read from another call of its run (an earlier one, whose
+        # bound is not the held email's): the wait it reads does not follow the clock, and
+        # the worker gives the run up where it should have waited
+        ("landing_wait:drop_conjunct:cb3d06ae", "held_killed", "support", 2, "[worker] run r0"),
     ],
 )
 def test_a_story_catches_the_sql_slip_it_was_written_for(
