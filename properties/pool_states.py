@@ -31,7 +31,8 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
 - ``gave_up_late``: the same limits, r0 dying again and again after it made progress at
   2 s, and another run claimed at 3 s: the give-up's five seconds run from r0's own first
   claim since its progress (4 s), not from its first claim ever nor another run's: it is
-  claimed again at 8.5 s, and given up only at the pass that frees it at 9.5 s (event 15);
+  claimed again at 8.5 s, and given up only at the pass that frees it at 9.5 s (event 17);
+  r1, freed at 9.5 s after its one claim 6.5 s before, is never given up (one attempt);
 - ``unserved``: a run of an agent no supervisor serves, the clock moved a second at a
   time and the supervisor made to look at every pass: it names the run exactly when the
   run has waited ``UNSERVED_AFTER`` polls, not a second earlier; then ``LIMIT`` more wait:
@@ -47,18 +48,14 @@ and says what went otherwise, or None; the mutation command's pool stage runs ea
 
 from __future__ import annotations
 
-import logging
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from agent_runtime.store.journal import Journal
-from agent_runtime.store.records import Lease
-from agent_runtime.supervisor.unserved import LIMIT, UNSERVED_AFTER
-
 from . import sqlfile
 from .events import Event
+from .pool_hearing import Said, at, hearing
+from .pool_unserved import unserved, unserved_mixed
 from .runner import LEASE
 from .runners import outcome_and_trace
 
@@ -139,8 +136,10 @@ GAVE_UP_LATE: Final = [
     Event(op="sweep", seconds=0.0),  # 11: freed, backing off
     Event(op="sweep", seconds=4.5),  # 12: 8.5 s: 4.5 s since the window opened: claimed
     Event(op="tick", seconds=1.0),  # 13: 9.5 s: a live worker holds r0
-    DIES_LATER,  # 14
-    Event(op="sweep", seconds=0.0),  # 15: freed: given up, in this very pass
+    Event(op="crash", run=1, point="before_decide", seq=0),  # 14: r1 claimed once, 6.5 s ago
+    Event(op="sweep", seconds=0.0),  # 15: r1 freed and claimed again: one claim, kept
+    DIES_LATER,  # 16
+    Event(op="sweep", seconds=0.0),  # 17: freed: given up, in this very pass
 ]
 STORIES: Final[dict[str, list[Event]]] = {
     "lost": LOST,
@@ -150,39 +149,6 @@ STORIES: Final[dict[str, list[Event]]] = {
     "gave_up": GAVE_UP,
     "gave_up_late": GAVE_UP_LATE,
 }
-UNSERVED_AGENT: Final = "nobody-serves-this"
-OTHER_UNSERVED: Final = "nobody-serves-that"  # sorts first
-SUPERVISOR_LOG: Final = "agent_runtime.supervisor"
-
-Said = list[tuple[int, str]]  # (index of the event being applied, log line)
-
-
-class _Heard(logging.Handler):
-    def __init__(self, where: Callable[[], int]) -> None:
-        super().__init__(logging.INFO)
-        self.where = where
-        self.lines: Said = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append((self.where(), record.getMessage()))
-
-
-@contextmanager
-def _hearing(where: Callable[[], int]) -> Iterator[Said]:
-    """The supervisors' log lines while the block runs, each with ``where()`` then."""
-    handler = _Heard(where)
-    names = [f"{SUPERVISOR_LOG}.{m}" for m in ("supervision", "takeback", "unserved")]
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.INFO)
-        lg.addHandler(handler)
-    try:
-        yield handler.lines
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.removeHandler(handler)
-            lg.setLevel(level)
 
 
 @contextmanager
@@ -203,10 +169,10 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
     """Replay story ``name`` (of :data:`SETTINGS`) with its settings; what went otherwise."""
     with story_settings(pool, name):
         if name == "unserved":
-            return _unserved(pool)
+            return unserved(pool)
         if name == "unserved_mixed":
-            return _unserved_mixed(pool)
-        with _hearing(lambda: len(pool.trace)) as said:
+            return unserved_mixed(pool)
+        with hearing(lambda: len(pool.trace)) as said:
             outcome, trace = outcome_and_trace(pool, STORIES[name])
         if isinstance(outcome, str):
             return outcome
@@ -221,15 +187,11 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
         return None if found is None else f"{found}\ntrace:\n" + "\n".join(trace)
 
 
-def _at(said: Said, pattern: str) -> list[tuple[int, str]]:
-    return [(i, line) for i, line in said if re.match(pattern, line)]
-
-
 def _judge_lost(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
     if "the rival supervisor claimed r0" not in trace[2]:
         return "the rival did not take the stalled worker's expired run"
-    lost = _at(said, r"worker-lost run=r0 pid=\d+ generation=1$")
-    hung = _at(said, r"worker-hung run=r0 ")
+    lost = at(said, r"worker-lost run=r0 pid=\d+ generation=1$")
+    hung = at(said, r"worker-hung run=r0 ")
     if [i for i, _ in lost] != [3]:
         return f"worker-lost said at events {[i for i, _ in lost]}, not once at 3 (its next pass)"
     killed = [(i, line.split()[-2]) for i, line in hung]
@@ -261,8 +223,8 @@ def _judge_full(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) ->
 
 
 def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
-    stuck = _at(said, r"worker-stuck run=r0 pid=\d+ no_progress_for=2\.0s stuck_after=1s ")
-    kills = _at(said, "worker-(stuck|hung) ")
+    stuck = at(said, r"worker-stuck run=r0 pid=\d+ no_progress_for=2\.0s stuck_after=1s ")
+    kills = at(said, "worker-(stuck|hung) ")
     if [i for i, _ in kills] != [3] or len(stuck) != 1:
         return f"the stuck worker was killed at {kills}: once, at event 3 (2 s)"
     if "claimed r0" not in trace[3]:
@@ -275,7 +237,7 @@ def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -
 def _judge_stuck_answered(
     pool: PoolRunner, outcome: Any, trace: list[str], said: Said
 ) -> str | None:
-    kills = [(i, line.split()[1:4:2]) for i, line in _at(said, "worker-(stuck|hung) ")]
+    kills = [(i, line.split()[1:4:2]) for i, line in at(said, "worker-(stuck|hung) ")]
     if kills != [(7, ["run=r0", "no_progress_for=2.0s"])]:
         return (
             f"workers killed at (event, run, measure) {kills}: r0's once, at event 7, two "
@@ -289,7 +251,7 @@ def _judge_stuck_answered(
 
 
 def _judge_gave_up(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
-    gave_up = [(i, line.split()[1]) for i, line in _at(said, r"gave-up run=")]
+    gave_up = [(i, line.split()[1]) for i, line in at(said, r"gave-up run=")]
     if gave_up != [(10, "run=r0")]:
         return (
             f"runs given up at (event, run) {gave_up}, not r0 once at event 10 (two claims "
@@ -301,100 +263,13 @@ def _judge_gave_up(pool: PoolRunner, outcome: Any, trace: list[str], said: Said)
 
 
 def _judge_gave_up_late(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
-    gave_up = [(i, line.split()[1]) for i, line in _at(said, r"gave-up run=")]
-    if gave_up != [(15, "run=r0")]:
+    gave_up = [(i, line.split()[1]) for i, line in at(said, r"gave-up run=")]
+    if gave_up != [(17, "run=r0")]:
         return (
-            f"runs given up at (event, run) {gave_up}, not r0 once at event 15: five seconds "
+            f"runs given up at (event, run) {gave_up}, not r0 once at event 17: five seconds "
             "after its own first claim since its progress (4 s), not after an earlier claim "
-            "of its own (0 s) nor another run's (3 s)"
+            "of its own (0 s) nor another run's (3 s); never r1 (one claim only)"
         )
     if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
         return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
-    return None
-
-
-def _unserved(pool: PoolRunner) -> str | None:
-    """A run of an agent nobody serves, looked at every second (the supervisor's look
-    forced at every pass, as the world forces its watchdog); then ``LIMIT`` more."""
-    pool.reset()
-    world = pool.world
-    s = world.supervised("main")
-    journal = Journal(pool.conn)
-    seconds = [0]
-    waited = UNSERVED_AFTER * world.settings.poll
-
-    def look() -> set[str]:
-        s.supervisor.unserved._next = 0.0  # a poll has passed: it looks at this pass
-        world.sweep(s)
-        return set(s.supervisor.unserved.named)
-
-    try:
-        with _hearing(lambda: seconds[0]) as said:
-            journal.create_run("u0", UNSERVED_AGENT, None)
-            named: list[tuple[int, set[str]]] = []
-            while seconds[0] <= waited + 1:
-                named.append((seconds[0], look()))
-                pool._advance(1.0)
-                seconds[0] += 1
-            late = [f"u{n:03d}" for n in range(1, LIMIT + 1)]
-            for run in late:
-                journal.create_run(run, UNSERVED_AGENT, None)
-            started = seconds[0]
-            pool._advance(waited)
-            seconds[0] += int(waited)
-            cut = look()
-            again = look()
-    except Exception as exc:  # the supervisor's pass raised: its loop would die with it
-        return f"the unserved story raised {type(exc).__name__}: {exc}"
-    finally:
-        pool.cleanup()
-    wanted = [(t, {"u0"} if t >= waited else set()) for t, _ in named]
-    if named != wanted:
-        return f"runs named at each second: {named}, not {wanted} (UNSERVED_AFTER polls)"
-    first = _at(said, rf"unserved run=u0 agent={UNSERVED_AGENT} status=pending waited=")
-    if [t for t, _ in first] != [int(waited)]:
-        return f"u0 said unserved at seconds {first}, once at {waited:g}"
-    expected = {"u0", *late[: LIMIT - 1]}
-    if cut != expected or again != expected:
-        return (
-            f"a look cut at LIMIT {LIMIT} named {len(cut)} runs, then {len(again)} (the "
-            f"{LIMIT} longest waiting, kept): missing {sorted(expected - cut)[:3]}"
-        )
-    fresh = [line for t, line in said if t == started + int(waited) and " run=u" in line]
-    if len(fresh) != LIMIT - 1:
-        return f"the cut look said {len(fresh)} runs unserved, not the {LIMIT - 1} new ones"
-    return None
-
-
-def _unserved_mixed(pool: PoolRunner) -> str | None:
-    """Runs of two agents nobody serves -- pending ones, and one whose worker elsewhere died
-    holding it -- beside two the look must never name: a failed run of such an agent, and
-    a run of the supervisor's own agent it had no room to take yet (no sweep between)."""
-    pool.reset()
-    world = pool.world
-    s = world.supervised("main")
-    journal = Journal(pool.conn)
-    try:
-        with _hearing(lambda: 0) as said:
-            for run, agent in (("v1", OTHER_UNSERVED), ("v2", OTHER_UNSERVED)):
-                journal.create_run(run, agent, None)
-                lease = journal.claim(run, f"elsewhere:{run}", LEASE)
-                assert lease is not None, f"{run} could not be claimed"
-            journal.fail(Lease(run_id="v2", owner="elsewhere:v2", generation=1), "given up")
-            for run, agent in (("u0", UNSERVED_AGENT), ("v0", OTHER_UNSERVED), ("s0", "support")):
-                journal.create_run(run, agent, None)
-            pool._advance(LEASE + UNSERVED_AFTER * world.settings.poll + 1)
-            named = sorted(s.supervisor.unserved.look(pool.conn))
-    except Exception as exc:  # the supervisor's look raised: its loop would die with it
-        return f"the mixed unserved story raised {type(exc).__name__}: {exc}"
-    finally:
-        pool.cleanup()
-    if named != ["u0", "v0", "v1"]:
-        return (
-            f"the look named {named}, not u0, v0 (pending) and v1 (its lease ran out): never "
-            "v2 (failed) nor s0 (the supervisor's own agent)"
-        )
-    lines = sorted(line.split()[1] + " " + line.split()[3] for _, line in said)
-    if lines != ["run=u0 status=pending", "run=v0 status=pending", "run=v1 status=running"]:
-        return f"the look said {lines}: each of u0, v0, v1 once, with its status"
     return None
