@@ -25,7 +25,7 @@ from .process_pilot import ProcessPilot
 from .remotes import HttpRemotes, InProcessRemotes, scratch_dir
 from .rival import rival_refused
 from .runner import ScheduleRunner
-from .sends import read_sends
+from .sends import AttemptCounts, read_sends
 from .server import SuiteDatabase
 from .thread_pilot import ConnectionPool, ThreadPilot
 from .violations import Violation, Violations, raise_if
@@ -55,16 +55,19 @@ class InProcessRunner(ScheduleRunner):
         self._remotes = InProcessRemotes()
         self._pool = ConnectionPool(url)
         self._lines = WorkerLines().install()  # its workers' `replayed` lines (logged.py)
+        self._attempts = AttemptCounts().install()  # its journals' attempt writes (sends.py)
         super().__init__(url, variant=variant, remotes=self._remotes, server=server)
 
     def close(self) -> None:
         super().close()
         self._pool.close()
         self._lines.remove()
+        self._attempts.remove()
 
     def _clear(self) -> None:
         super()._clear()
         self._lines.clear()
+        self._attempts.clear()
 
     def _on_restart(self, e: Event) -> str:
         live = {w.pilot.owner for w in self.workers if w.alive}
@@ -86,6 +89,7 @@ class InProcessRunner(ScheduleRunner):
         ]
         lines = self._lines.taken()
         found = replayed_truth(now, lines) + reported_truth(stopped, lines) + read_sends(self.conn)
+        found += self._attempts.problems(self.conn)
         raise_if(found + outcome_truth(now, returned))
 
     def _after_db_crash(self) -> None:

@@ -150,12 +150,14 @@ def resolved_early(kind: str, seq: int, how: str) -> tuple[Event, ...]:
 # hand-out (orphaned): a restart proves its claim's owner dead (host:pid:nonce:run). A
 # worker that is a thread of the claimer's own process crashes (sibling: run r1's,
 # pilots.SIBLING_RUN): its process lives, so nothing proves it dead. Two once runs parked
-# at the same step, and an operator resolves one (two_parked). One cell each.
+# at the same step, and an operator resolves one (two_parked). Two keyed calls in doubt at
+# one step, each re-sent by its run's restart (two_resent). One cell each.
 SHIFT_AT: Final = {
     "switched": ("provisioning", 2),
     "orphaned": ("provisioning", 0),
     "sibling": ("provisioning", 0),
     "two_parked": ("once", 2),
+    "two_resent": ("provisioning", 1),
 }
 
 
@@ -165,7 +167,10 @@ def shifted(how: str, seq: int) -> tuple[Event, ...]:
     (switched); or its worker crashed after its intent there, a supervisor's orphaned claim,
     a restart before that claim's lease ran out (orphaned); or run r1's worker, a thread of
     the claimer's process, crashed after its intent and a restart (sibling); or two once
-    runs parked at that step and an operator's redo of r0's call alone (two_parked)."""
+    runs parked at that step, an operator's redo of r0's call alone, then of r1's: each
+    worker's redo must make its own run's call an intent again, not the other's
+    (two_parked); or two runs' keyed calls in doubt at that step, each restart re-sending
+    its own run's (two_resent)."""
     start = Event(op="start", run=0, agent=SHIFT_AT[how][0])
     if how == "two_parked":  # both once runs park at the send; the operator redoes r0's
         crashes = [Event(op="crash", run=r, point="after_intent", seq=seq) for r in (0, 1)]
@@ -177,6 +182,16 @@ def shifted(how: str, seq: int) -> tuple[Event, ...]:
             Event(op="restart", run=1),
             Event(op="tick", seconds=SETTINGS.in_flight + 1),
             Event(op="resolve", run=0, choice="redo"),
+            Event(op="resolve", run=1, choice="redo"),  # both redone: r0's redo is r0's
+        )
+    if how == "two_resent":  # two keyed calls in doubt at one step; each restart re-sends
+        return (
+            Event(op="start", run=0, agent="provisioning"),
+            Event(op="start", run=1, agent="provisioning"),
+            *[Event(op="crash", run=r, point="after_intent", seq=seq) for r in (0, 1)],
+            Event(op="restart", run=0),
+            Event(op="step", run=0),
+            Event(op="restart", run=1),
         )
     if how == "sibling":  # run r1's worker, a thread of the claimer's process, dies
         return (
@@ -286,6 +301,7 @@ def before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
             Event(op="restart", run=0),
             Event(op="tick", seconds=SETTINGS.in_flight + 1),
             Event(op="resolve", run=0, choice="redo"),
+            Event(op="resolve", run=1, choice="redo"),  # both redone: r0's redo is r0's
         )
     # redone_db_crash: parked, an operator orders a redo once the crashed send can no longer
     # land (a redo is refused before), the next worker makes it its intent and sends it: the

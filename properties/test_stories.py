@@ -110,6 +110,11 @@ def test_a_reads_failed_request_must_not_park_the_run(
         # a restart's landing wait read from another call of its run (an earlier one, whose
         # bound is not the held email's): the wait it reads does not follow the clock, and
         # the worker gives the run up where it should have waited
+        # an operator's redo made an intent again at every run's call of that step: r1's
+        # redo, pending too, is taken from it (sends_exact), and r1 parks once more
+        ("redo_intent:drop_conjunct:e5eada85", "two_parked", "once", 2, "[sends_exact] run r1"),
+        # a re-send's start journaled on every run's call in doubt at that step
+        ("record_send:drop_conjunct:ed806280", "two_resent", "provisioning", 1, "[sends_exact]"),
         ("landing_wait:drop_conjunct:cb3d06ae", "held_killed", "support", 2, "[worker] run r0"),
     ],
 )
