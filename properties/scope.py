@@ -74,11 +74,12 @@ READ_TOOL: Final = "lookup_order"  # the suite's read tool (the desk's; fail_loo
 RESOLVE_STORIES: Final = {"resolve_confirm": "after_call", "resolve_redo": "after_intent",
                           "resolve_fail": "after_intent"}  # fmt: skip
 # A database crash right after a durable write no step makes: a release, adoption, renewal,
-# failure (the first kind's first step), a park, an operator's redo, that redo made the next
-# worker's intent and sent (at the once call): one cell each, where the mechanism first runs.
+# failure, re-send's start, an unadopted sweep's claim (the first kind's first step), a park,
+# an operator's redo, that redo made the next worker's intent and sent (at the once call).
 DURABLE_STORIES: Final = (
     "released_db_crash", "adopted_db_crash", "renewed_db_crash", "parked_db_crash",
-    "redone_db_crash", "failed_db_crash", "resolved_db_crash",
+    "redone_db_crash", "failed_db_crash", "resolved_db_crash", "resent_db_crash",
+    "orphaned_db_crash",
 )  # fmt: skip
 AT_ONCE_CALL: Final = ("parked_db_crash", "redone_db_crash", "resolved_db_crash")
 HOST_STORIES: Final = ("elsewhere",)  # a worker of another host dies (one cell, as above)

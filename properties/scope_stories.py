@@ -285,6 +285,18 @@ def before_db_crash(how: str, seq: int, fault: str) -> tuple[Event, ...]:
             Event(op="crash", run=0, point="after_decide", seq=seq),
             Event(op="sweep"),
         )
+    if how == "orphaned_db_crash":  # a sweep's claim, its claimer dead before hand-out:
+        return (  # no worker adopts it, so no later durable commit flushes it
+            Event(op="crash", run=0, point="after_intent", seq=seq),
+            Event(op="orphan_sweep"),
+        )
+    if how == "resent_db_crash":  # a restart's re-send journaled (record_send), its
+        return (  # request held at the remote, the worker waiting to retry: then the crash
+            Event(op="crash", run=0, point="after_intent", seq=seq),
+            Event(op="cloud_fault", fault="hold_next", n=1),
+            Event(op="restart", run=0),
+            Event(op="pause", run=0, point=WAIT_POINT, seq=seq),
+        )
     if how == "renewed_db_crash":  # the heartbeat renews the lease
         return (
             Event(op="pause", run=0, point="before_intent", seq=seq),

@@ -89,6 +89,8 @@ def test_a_reads_failed_request_must_not_park_the_run(
         ("adopt_lease:relax_commit:86db04f8", "adopted_db_crash", "provisioning", 0, "[lease"),
         ("redo_intent:relax_commit:86db04f8", "redone_db_crash", "once", 2, "[duplicate_effect]"),
         ("fail_run:relax_commit:3a8258e3", "failed_db_crash", "provisioning", 0, "[lost_state]"),
+        ("record_send:relax_commit:86db04f8", "resent_db_crash", "provisioning", 0, "[sends_exact"),
+        ("claim_expired:relax_commit:768c1e45", "orphaned_db_crash", "provisioning", 0, "[lost_s"),
         # an adoption renames every generation's claim of its run, or only the others'
         ("adopt_lease:drop_conjunct:22e7d00b", "overtaken", "provisioning", 0, "[claim_owner]"),
         ("adopt_lease:flip_comparison:50e6447b", "overtaken", "provisioning", 0, "[claim_owner]"),
