@@ -119,6 +119,8 @@ GAVE_UP: Final = [
     DIES,  # 9
     Event(op="sweep", seconds=0.0),  # 10: freed: given up, in this very pass
     Event(op="sweep", seconds=0.0),  # 11: a failed run is not given up again
+    Event(op="db_crash"),  # 12: nor after a database crash (the give-up is durable)
+    Event(op="sweep", seconds=0.0),  # 13
 ]
 DIES_LATER: Final = Event(op="crash", run=0, point="before_decide", seq=1)  # past progress
 GAVE_UP_LATE: Final = [

@@ -75,6 +75,7 @@ CRASHES_IN_A_ROW: Final = [
     Event(op="sweep"),
     Event(op="crash", run=0, point="after_intent", seq=0),
     Event(op="sweep", seconds=0.0),  # freed: backing off one second
+    Event(op="db_crash"),  # the free is durable: nothing but the backoff holds the run
     Event(op="sweep", seconds=2.0),  # claimed again
     Event(op="crash", run=0, point="after_intent", seq=0),
     Event(op="sweep", seconds=0.0),  # freed: backing off two seconds

@@ -280,3 +280,28 @@ def test_each_run_a_pool_worker_takes_is_the_task_its_claim_read(
         cloud.close()
     assert not worker.is_alive()
     assert {journal.require_run(r).status for r in tasks} == {"done"}
+
+
+def test_an_idle_pool_worker_whose_connection_died_takes_the_next_run_on_a_new_one(
+    agent: Agent, conn: Any, mock_servers: Any, supervisors: Any
+) -> None:
+    """The server ends an idle worker's connection (as a restart does): the next run it is
+    handed goes through on a new connection, in the same process, with one claim only (a
+    worker that found out at the run's first statement exited and cost the run an attempt,
+    and a run with few attempts left was given up for a database restart)."""
+    sup = supervisors(*FAST, "--max-workers", "1")
+    Journal(conn).create_run("before")
+    wait_for("before done", functools.partial(_done, conn, "before"))
+    wait_for("before reported", lambda: len(sup.exits()) == 1)
+    idle = _worker_backends(conn)
+    assert len(idle) == 1
+    for backend in idle:
+        conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+    Journal(conn).create_run("after")
+    wait_for("after done", functools.partial(_done, conn, "after"))
+    wait_for("after reported", lambda: len(sup.exits()) == 2)
+    assert sup.exits() == [("before", 0), ("after", 0)]
+    assert len(_started(sup)) == 1  # the same process took it
+    claims = conn.execute("SELECT generation FROM run_claims WHERE run_id = 'after'").fetchall()
+    assert [row["generation"] for row in claims] == [1]
+    assert _worker_backends(conn).isdisjoint(idle)  # on a new connection

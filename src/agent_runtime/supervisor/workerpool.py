@@ -1,12 +1,13 @@
 """The supervisor's worker processes, in three spawn modes (``--spawn``).
 
 ``pool`` (the default): up to ``max_workers`` long-lived processes forked from the
-supervisor, started as claimed runs need them (plus one idle spare while there is
-room). Each opens one :class:`~agent_runtime.loop.worker.Worker` (its database connection
-with its prepared statements, its model and tool clients with their HTTP connections,
-the schema checked once) and takes run after run over its pipe. ``fork``:
-a fresh fork per run that opens its own Worker and exits when the run ends. ``exec``: the
-same with a fresh interpreter (``python -m agent_runtime run --owner ... --generation ...``).
+supervisor, started as claimed runs need them (plus one idle spare while there is room).
+Each opens one :class:`~agent_runtime.loop.worker.Worker` (its connection and prepared
+statements, its model and tool clients, the schema checked once) and takes run after run
+over its pipe; before each later run it asks its connection for the time, and opens a new
+Worker if that connection died while it waited (a server restart must cost no run an
+attempt). ``fork``: a fresh fork per run that opens its own Worker and exits when the run
+ends. ``exec``: the same with a fresh interpreter (``python -m agent_runtime run ...``).
 
 Whatever the mode, a run ends for the supervisor with one code: the exit code a process of
 its own would have had (``EXIT_DONE``, ``EXIT_CRASHED``, 4 resumable stop, 5 fenced, 6
@@ -25,12 +26,11 @@ The pipe (:func:`multiprocessing.Pipe`: pickled tuples over a socket pair)::
 A pool worker carries nothing from one run to the next that fencing depends on: every run
 is the lease the supervisor claimed for it, adopted under a fresh owner token
 (``host:pid:nonce``), with a heartbeat of its own, and history read from the journal. It
-exits instead of reporting when it is no longer fit for another run: after an unexpected
-error (a bug may have left anything behind), a database error, or with a connection that is
-closed, broken or inside a transaction. Its exit code is then the run's, and the supervisor
-starts a new process. The per-run crash plan is the supervisor's (``CRASH_AT``,
-``CRASH_SEQ``): every run any worker takes reaches the same points, as every forked child
-did; firing one kills the process.
+exits instead of reporting when it is unfit for another run: after an unexpected error, a
+database error, or with a connection closed, broken or inside a transaction; its exit code
+is then the run's, and the supervisor starts a new process. The per-run crash plan is the
+supervisor's (``CRASH_AT``, ``CRASH_SEQ``): every run reaches the same points, as every
+forked child did; firing one kills the process.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from agent_runtime.errors import (
     UnexpectedError,
 )
 from agent_runtime.loop.lease import owner_token
+from agent_runtime.store import db
 from agent_runtime.store.records import Lease, RunTask
 from agent_runtime.tools.agent import Agent
 
@@ -74,9 +75,7 @@ KILL_WAIT = 1.0  # seconds a kill waits for the process to be gone before going 
 TRANSPORT_NAMES = ("model", "cloud")  # what a worker_transports factory may return
 
 Transports = Callable[[], Mapping[str, httpx.BaseTransport]]
-# A lease the supervisor claimed and what its run is (the claim read both): handed to a
-# worker together, so the worker need not read the run before it starts.
-Handed = tuple[Lease, RunTask]
+Handed = tuple[Lease, RunTask]  # a claimed lease and its run, as the claim read them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,8 +87,7 @@ class WorkerSpec:
     agents: Sequence[Agent]
     agent_addresses: Sequence[str] = ()  # how an exec'd worker finds the agents (--agent)
     env: Mapping[str, str] | None = None  # an exec'd worker's environment (None: ours)
-    # Made in each forked worker (pool, fork): in-process remotes by name, for benchmarks
-    # and tests; None: the clients reach CLOUD_URL and MODEL_URL.
+    # in-process remotes made in each forked worker (benchmarks, tests); None: the URLs
     transports: Transports | None = None
 
 
@@ -173,9 +171,8 @@ class WorkerProcess:
             os.kill(self.pid, signum)
 
     def kill(self, reason: str, wait: float = KILL_WAIT) -> None:
-        """SIGKILL it for ``reason`` (said to the run it held) and wait up to ``wait``
-        seconds for it to be gone, so the same sweep frees its run. A process the kernel
-        holds longer (an uninterruptible sleep) is reaped when it goes (SIGCHLD)."""
+        """SIGKILL it for ``reason`` (said to its run); wait up to ``wait`` s for it to go, so
+        the same sweep frees its run (one the kernel holds longer is reaped at SIGCHLD)."""
         self.killed_for = reason
         self.signal(signal.SIGKILL)
         deadline = time.monotonic() + wait
@@ -267,11 +264,9 @@ def _exec_env(spec: WorkerSpec) -> dict[str, str]:
 
 
 def serve(spec: WorkerSpec, channel: Connection, first: Handed | None) -> int:
-    """A pool worker's life: open a Worker once, then run what the supervisor sends.
-
-    Returns (the process's exit code) once the supervisor has hung up and the run in hand
-    is over (an orphan finishes what it holds, as a forked child does), or with the code
-    of a run after which this worker is unfit to go on."""
+    """A pool worker's life: open a Worker once, then run what the supervisor sends. Its
+    exit code once the supervisor has hung up and the run in hand is over (an orphan
+    finishes what it holds), or the code of a run after which it is unfit to go on."""
     opened = open_worker(spec, first[0].run_id if first is not None else None)
     if isinstance(opened, int):
         return opened
@@ -285,6 +280,11 @@ def serve(spec: WorkerSpec, channel: Connection, first: Handed | None) -> int:
                 if handed is None:
                     return EXIT_DONE
             lease, task = handed
+            if handed is not first:  # its connection may have died while it waited
+                opened = _answering(spec, worker, lease.run_id)
+                if isinstance(opened, int):
+                    return opened
+                worker = opened
             code, fit = run_leased(worker, lease, task)
             if not fit:
                 return code
@@ -378,6 +378,18 @@ def run_leased(worker: Worker, lease: Lease, task: RunTask | None = None) -> tup
         return EXIT_SOFTWARE, False
     worker.crash.missed(lease.run_id, outcome.steps)  # a CRASH_AT this run never reached
     return EXIT_DONE, connection_fit(worker)
+
+
+def _answering(spec: WorkerSpec, worker: Worker, run_id: str) -> Worker | int:
+    """``worker``, or a new one if its connection no longer answers (the server restarted
+    while it waited: that must cost the run it is handed no attempt); or the exit code."""
+    try:
+        db.run(worker.journal.conn, "clock_now")
+    except DatabaseError:
+        with contextlib.suppress(Exception):
+            worker.close()
+        return open_worker(spec, run_id)
+    return worker
 
 
 def connection_fit(worker: Worker) -> bool:
