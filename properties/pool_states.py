@@ -27,7 +27,8 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   r0 up only once it has had two claims since its progress, the first five seconds ago,
   and its lease is free: not at its second death (0 s), not while a live worker holds it
   at 6 s, but at the pass that frees it after its third death (event 10), once, and never
-  r1 (``gave-up`` lines);
+  r1 (``gave-up`` lines), not even after a database crash (r1's worker dies with it, and
+  the idle workers it is handed to next must not fail it on their dead connections);
 - ``gave_up_late``: the same limits, r0 dying again and again after it made progress at
   2 s, and another run claimed at 3 s: the give-up's five seconds run from r0's own first
   claim since its progress (4 s), not from its first claim ever nor another run's: it is
