@@ -18,6 +18,8 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   progress at 0 s: the watchdog must leave it at 1 s (no progress for exactly
   ``stuck_after``) and kill it at 2 s (``worker-stuck``), its run claimed again in that
   pass and finished by its contract;
+- ``stuck_off``: the ``stuck`` story with ``stuck_after=0``, which turns the bound off:
+  the paused worker is never killed;
 - ``stuck_answered``: the same bound, the stuck worker's last progress a model answer (1 s)
   later than its last call, while a run started later answers and calls (2 s): the
   watchdog must measure from the stuck run's own latest answer -- not an earlier one, not
@@ -68,6 +70,7 @@ SETTINGS: Final[dict[str, dict[str, float]]] = {
     "full": {"max_workers": 2},
     "stuck": {"stuck_after": 1.0},
     "stuck_answered": {"stuck_after": 1.0},
+    "stuck_off": {"stuck_after": 0.0},
     "unserved": {},
     "unserved_mixed": {},
     "gave_up": {"max_attempts": 2, "give_up_after": 5.0},
@@ -123,6 +126,7 @@ GAVE_UP: Final = [
     Event(op="db_crash"),  # 12: nor after a database crash (the give-up is durable)
     Event(op="sweep", seconds=0.0),  # 13
 ]
+EPOCH: Final = "2030-01-01T00:00:"  # the frozen clock's start, as a backoff line says it
 DIES_LATER: Final = Event(op="crash", run=0, point="before_decide", seq=1)  # past progress
 GAVE_UP_LATE: Final = [
     Event(op="start", run=0),  # r0 claimed at 0 s
@@ -136,7 +140,7 @@ GAVE_UP_LATE: Final = [
     DIES_LATER,  # 8
     Event(op="sweep", seconds=0.0),  # 9: freed at once: two claims since the progress
     DIES_LATER,  # 10
-    Event(op="sweep", seconds=0.0),  # 11: freed, backing off
+    Event(op="sweep", seconds=0.0),  # 11: backing off a second from its death (10)
     Event(op="sweep", seconds=4.5),  # 12: 8.5 s: 4.5 s since the window opened: claimed
     Event(op="tick", seconds=1.0),  # 13: 9.5 s: a live worker holds r0
     Event(op="crash", run=1, point="before_decide", seq=0),  # 14: r1 claimed once, 6.5 s ago
@@ -149,6 +153,7 @@ STORIES: Final[dict[str, list[Event]]] = {
     "full": FULL,
     "stuck": STUCK,
     "stuck_answered": STUCK_ANSWERED,
+    "stuck_off": STUCK,
     "gave_up": GAVE_UP,
     "gave_up_late": GAVE_UP_LATE,
 }
@@ -184,6 +189,7 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             "full": _judge_full,
             "stuck": _judge_stuck,
             "stuck_answered": _judge_stuck_answered,
+            "stuck_off": _judge_stuck_off,
         }
         judge = judges.get(name, _judge_gave_up if name == "gave_up" else _judge_gave_up_late)
         found = judge(pool, outcome, trace, said)
@@ -237,6 +243,13 @@ def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -
     return None
 
 
+def _judge_stuck_off(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    kills = at(said, "worker-(stuck|hung) ")
+    if kills or outcome["r0"]["status"] != "done":
+        return f"stuck_after=0 (no bound): killed {kills}, r0 {outcome['r0']['status']}"
+    return None
+
+
 def _judge_stuck_answered(
     pool: PoolRunner, outcome: Any, trace: list[str], said: Said
 ) -> str | None:
@@ -273,6 +286,11 @@ def _judge_gave_up_late(pool: PoolRunner, outcome: Any, trace: list[str], said: 
             "after its own first claim since its progress (4 s), not after an earlier claim "
             "of its own (0 s) nor another run's (3 s); never r1 (one claim only)"
         )
+    backoffs = [(i, line.split()[2:]) for i, line in at(said, r"backoff run=r0 ")]
+    wanted = [(10, ["attempt=2", f"until={EPOCH}05.000+00:00"])]
+    wanted.append((16, ["attempt=3", f"until={EPOCH}11.500+00:00"]))
+    if backoffs != wanted:
+        return f"r0's backoffs said at {backoffs}, not {wanted} (1 s, then 2 s, from its deaths)"
     if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
         return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
     return None
