@@ -55,6 +55,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+from agent_runtime.store.journal import Journal
+
 from . import sqlfile
 from .events import Event
 from .pool_hearing import Said, at, hearing
@@ -286,11 +288,15 @@ def _judge_gave_up_late(pool: PoolRunner, outcome: Any, trace: list[str], said: 
             "after its own first claim since its progress (4 s), not after an earlier claim "
             "of its own (0 s) nor another run's (3 s); never r1 (one claim only)"
         )
-    backoffs = [(i, line.split()[2:]) for i, line in at(said, r"backoff run=r0 ")]
-    wanted = [(10, ["attempt=2", f"until={EPOCH}05.000+00:00"])]
-    wanted.append((16, ["attempt=3", f"until={EPOCH}11.500+00:00"]))
+    backoffs = [(i, line.split()[1:]) for i, line in at(said, r"backoff run=")]
+    wanted = [(10, ["run=r0", "attempt=2", f"until={EPOCH}05.000+00:00"])]
+    wanted.append((16, ["run=r0", "attempt=3", f"until={EPOCH}11.500+00:00"]))
     if backoffs != wanted:
-        return f"r0's backoffs said at {backoffs}, not {wanted} (1 s, then 2 s, from its deaths)"
+        return f"backoffs said at {backoffs}, not {wanted} (r0's, 1 s then 2 s; r1 none)"
+    run = Journal(pool.conn).get_run("r0")
+    failure = run.failure if run is not None else None
+    if failure != "gave up after 3 attempts in 6 s without progress: no reason recorded":
+        return f"r0's failure reads {failure!r} (a crash records no reason of its own)"
     if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
         return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
     return None
