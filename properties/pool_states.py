@@ -275,6 +275,13 @@ def _judge_gave_up(pool: PoolRunner, outcome: Any, trace: list[str], said: Said)
             f"runs given up at (event, run) {gave_up}, not r0 once at event 10 (two claims "
             "since its progress, the first 5 s ago, its lease free)"
         )
+    backoffs = [(i, line.split()[1:]) for i, line in at(said, r"backoff run=")]
+    wanted = [(5, ["run=r0", "attempt=2", f"until={EPOCH}01.000+00:00"])]
+    wanted.append((9, ["run=r0", "attempt=3", f"until={EPOCH}08.000+00:00"]))
+    # r1's worker died with the database (code 4, holding its run): not a crash, it backs off
+    wanted.append((14, ["run=r1", "attempt=1", f"until={EPOCH}07.000+00:00"]))
+    if backoffs != wanted:
+        return f"backoffs said at {backoffs}, not {wanted}"
     if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
         return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
     return None
