@@ -124,8 +124,8 @@ GAVE_UP: Final = [
     Event(op="tick", seconds=4.0),  # 8: 6 s, the rule holds but a live worker holds r0
     DIES,  # 9
     Event(op="sweep", seconds=0.0),  # 10: freed: given up, in this very pass
-    Event(op="sweep", seconds=0.0),  # 11: a failed run is not given up again
-    Event(op="db_crash"),  # 12: nor after a database crash (the give-up is durable)
+    Event(op="db_crash"),  # 11: the give-up is durable: the crash keeps it
+    Event(op="sweep", seconds=0.0),  # 12: a failed run is not given up again
     Event(op="sweep", seconds=0.0),  # 13
 ]
 EPOCH: Final = "2030-01-01T00:00:"  # the frozen clock's start, as a backoff line says it
