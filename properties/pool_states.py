@@ -31,6 +31,9 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   at 6 s, but at the pass that frees it after its third death (event 10), once, and never
   r1 (``gave-up`` lines), not even after a database crash (r1's worker dies with it, and
   the idle workers it is handed to next must not fail it on their dead connections);
+- ``gave_up_crashed``: ``max_attempts=1``, ``give_up_after=0``: r0 is given up at the
+  pass after its first death, and a database crash right after (no other write between)
+  must not take the give-up back: it is not given up again;
 - ``gave_up_late``: the same limits, r0 dying again and again after it made progress at
   2 s, and another run claimed at 3 s: the give-up's five seconds run from r0's own first
   claim since its progress (4 s), not from its first claim ever nor another run's: it is
@@ -77,6 +80,7 @@ SETTINGS: Final[dict[str, dict[str, float]]] = {
     "unserved_mixed": {},
     "gave_up": {"max_attempts": 2, "give_up_after": 5.0},
     "gave_up_late": {"max_attempts": 2, "give_up_after": 5.0},
+    "gave_up_crashed": {"max_attempts": 1, "give_up_after": 0.0},
 }
 LOST: Final = [
     Event(op="start", run=0, agent="support"),
@@ -150,6 +154,13 @@ GAVE_UP_LATE: Final = [
     DIES_LATER,  # 16
     Event(op="sweep", seconds=0.0),  # 17: freed: given up, in this very pass
 ]
+GAVE_UP_CRASHED: Final = [
+    Event(op="start", run=0),
+    DIES,  # 1
+    Event(op="sweep", seconds=0.0),  # 2: freed and given up (one attempt, no wait)
+    Event(op="db_crash"),  # 3: no other write since: only its own durability keeps it
+    Event(op="sweep", seconds=0.0),  # 4: a failed run is not given up again
+]
 STORIES: Final[dict[str, list[Event]]] = {
     "lost": LOST,
     "full": FULL,
@@ -158,6 +169,7 @@ STORIES: Final[dict[str, list[Event]]] = {
     "stuck_off": STUCK,
     "gave_up": GAVE_UP,
     "gave_up_late": GAVE_UP_LATE,
+    "gave_up_crashed": GAVE_UP_CRASHED,
 }
 
 
@@ -192,6 +204,7 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             "stuck": _judge_stuck,
             "stuck_answered": _judge_stuck_answered,
             "stuck_off": _judge_stuck_off,
+            "gave_up_crashed": _judge_gave_up_crashed,
         }
         judge = judges.get(name, _judge_gave_up if name == "gave_up" else _judge_gave_up_late)
         found = judge(pool, outcome, trace, said)
@@ -284,6 +297,15 @@ def _judge_gave_up(pool: PoolRunner, outcome: Any, trace: list[str], said: Said)
         return f"backoffs said at {backoffs}, not {wanted}"
     if (outcome["r0"]["status"], outcome["r1"]["status"]) != ("failed", "done"):
         return f"r0 ended {outcome['r0']['status']}, r1 {outcome['r1']['status']}"
+    return None
+
+
+def _judge_gave_up_crashed(
+    pool: PoolRunner, outcome: Any, trace: list[str], said: Said
+) -> str | None:
+    gave_up = [(i, line.split()[1]) for i, line in at(said, r"gave-up run=")]
+    if gave_up != [(2, "run=r0")] or outcome["r0"]["status"] != "failed":
+        return f"given up at {gave_up}, r0 {outcome['r0']['status']}: once, at event 2, kept"
     return None
 
 
