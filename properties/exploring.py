@@ -2,7 +2,8 @@
 
 :func:`explore` is what the suite's tests, the nightly hunt, the variants' check and the
 mutation command run; it never raises the finding itself, it returns it
-(:class:`Exploration`), each saved failure minimised.
+(:class:`Exploration`), each saved failure minimised (the grid's too: a story may carry
+events its failure does not need).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def explore(
                 elapsed=time.monotonic() - began,
                 stats=runner.stats,
                 error=swept.finding.error,
-                saved=[(swept.finding.path, swept.finding.schedule)],
+                saved=[_minimised(runner, swept.finding.path, swept.finding.schedule)],
                 found_after=swept.finding.tried,
                 scope_tried=swept.tried,
             )
