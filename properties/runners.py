@@ -28,6 +28,7 @@ from .runner import ScheduleRunner
 from .sends import AttemptCounts, read_sends
 from .server import SuiteDatabase
 from .thread_pilot import ConnectionPool, ThreadPilot
+from .views import shown_truth
 from .violations import Violation, Violations, raise_if
 
 __all__ = ["InProcessRunner", "ProcessRunner", "first_failure", "make_runner", "suite_database"]
@@ -89,7 +90,7 @@ class InProcessRunner(ScheduleRunner):
         ]
         lines = self._lines.taken()
         found = replayed_truth(now, lines) + reported_truth(stopped, lines) + read_sends(self.conn)
-        found += self._attempts.problems(self.conn)
+        found += self._attempts.problems(self.conn) + shown_truth(self.conn, now)
         raise_if(found + outcome_truth(now, returned))
 
     def _after_db_crash(self) -> None:
