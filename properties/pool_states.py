@@ -18,6 +18,9 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   progress at 0 s: the watchdog must leave it at 1 s (no progress for exactly
   ``stuck_after``) and kill it at 2 s (``worker-stuck``), its run claimed again in that
   pass and finished by its contract;
+- ``hung``: a stalled worker (``SIGSTOP``) is left alone a second before its lease runs
+  out and killed as hung the instant it does (``lease_expired_ago=0.0s``), its run
+  claimed again in that pass;
 - ``stuck_off``: the ``stuck`` story with ``stuck_after=0``, which turns the bound off:
   the paused worker is never killed;
 - ``stuck_answered``: the same bound, the stuck worker's last progress a model answer (1 s)
@@ -76,6 +79,7 @@ SETTINGS: Final[dict[str, dict[str, float]]] = {
     "stuck": {"stuck_after": 1.0},
     "stuck_answered": {"stuck_after": 1.0},
     "stuck_off": {"stuck_after": 0.0},
+    "hung": {},
     "unserved": {},
     "unserved_mixed": {},
     "gave_up": {"max_attempts": 2, "give_up_after": 5.0},
@@ -104,6 +108,12 @@ STUCK: Final = [
     Event(op="pause", run=0, point="after_intent", seq=1),  # its last progress, at 0 s
     Event(op="tick", seconds=1.0),  # 2: no progress for 1 s: not more than stuck_after
     Event(op="tick", seconds=1.0),  # 3: 2 s: stuck
+]
+HUNG: Final = [
+    Event(op="start", run=0),
+    Event(op="stall", run=0, point="after_intent", seq=1),  # 1: SIGSTOP: it beats no more
+    Event(op="tick", seconds=LEASE - 1),  # 2: its lease runs out in a second: left alone
+    Event(op="tick", seconds=1.0),  # 3: it ran out this instant: killed, the run claimed
 ]
 STUCK_ANSWERED: Final = [
     Event(op="start", run=0),
@@ -167,6 +177,7 @@ STORIES: Final[dict[str, list[Event]]] = {
     "stuck": STUCK,
     "stuck_answered": STUCK_ANSWERED,
     "stuck_off": STUCK,
+    "hung": HUNG,
     "gave_up": GAVE_UP,
     "gave_up_late": GAVE_UP_LATE,
     "gave_up_crashed": GAVE_UP_CRASHED,
@@ -204,6 +215,7 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             "stuck": _judge_stuck,
             "stuck_answered": _judge_stuck_answered,
             "stuck_off": _judge_stuck_off,
+            "hung": _judge_hung,
             "gave_up_crashed": _judge_gave_up_crashed,
         }
         judge = judges.get(name, _judge_gave_up if name == "gave_up" else _judge_gave_up_late)
@@ -255,6 +267,15 @@ def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -
         return f"the stuck worker's run was not claimed again in that pass: {trace[3]!r}"
     if outcome["r0"]["status"] != "done":
         return f"r0 ended {outcome['r0']['status']}"
+    return None
+
+
+def _judge_hung(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    kills = [(i, line.split()[1:4:2]) for i, line in at(said, "worker-(stuck|hung) ")]
+    if kills != [(3, ["run=r0", "lease_expired_ago=0.0s"])]:
+        return f"workers killed at (event, run, measure) {kills}: r0's once, at event 3"
+    if "claimed r0" not in trace[3] or outcome["r0"]["status"] != "done":
+        return f"r0 not claimed again in that pass, or not done: {trace[3]!r}"
     return None
 
 
