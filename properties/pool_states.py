@@ -8,8 +8,8 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
 - ``lost``: a stalled (``SIGSTOP``) worker's lease runs out and a *rival* supervisor
   polls first and takes the run (``rival_sweep`` with seconds); the main supervisor's
   watchdog must see the run lost to its worker at its next pass (``worker-lost``), give
-  the worker one lease, then kill it (``worker-hung ... run_lost_ago=13.0s``) at its
-  second pass, not before; the run stays the rival's, claimed twice in all, done once;
+  the worker one lease (alive at exactly a lease), then kill it (``worker-hung ...
+  run_lost_ago=13.0s``) a second later, not before; the run stays the rival's, claimed twice in all, done once;
 - ``full``: ``max_workers=2`` and three runs: the third waits while two workers are busy
   and is handed on at the very pass that frees one; a worker's death in a full pool is
   replaced only by its run's new worker; the pool is never above two (``pool_room``,
@@ -92,7 +92,8 @@ LOST: Final = [
     Event(op="rival_sweep", seconds=LEASE + 1),  # 2: the lease ran out; the rival is first
     Event(op="sweep", seconds=0.0),  # 3: the main watchdog sees the run lost
     Event(op="rival_sweep"),
-    Event(op="sweep"),  # 5: a lease and a second later: it kills the worker
+    Event(op="sweep", seconds=LEASE),  # 5: a lease later: it gives the worker that lease
+    Event(op="sweep", seconds=1.0),  # 6: a second more: it kills the worker
     Event(op="rival_sweep"),
 ]
 FULL: Final = [
@@ -231,10 +232,11 @@ def _judge_lost(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) ->
     if [i for i, _ in lost] != [3]:
         return f"worker-lost said at events {[i for i, _ in lost]}, not once at 3 (its next pass)"
     killed = [(i, line.split()[-2]) for i, line in hung]
-    if killed != [(5, "run_lost_ago=13.0s")]:
+    if killed != [(6, "run_lost_ago=13.0s")]:
         return (
             f"the stalled worker killed as lost at (event, measure) {killed}, not once at "
-            "event 5 with run_lost_ago=13.0s (a lease and a second after it saw the run lost)"
+            "event 6 with run_lost_ago=13.0s (a lease and a second after it saw the run "
+            "lost; a lease after, it is left alone)"
         )
     claims = sqlfile.rows(pool.conn, "pool_claims_of", {"run": "r0"})
     takers = [(c["generation"], c["owner"].rsplit(":", 1)[0]) for c in claims]
