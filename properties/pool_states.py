@@ -9,7 +9,8 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   polls first and takes the run (``rival_sweep`` with seconds); the main supervisor's
   watchdog must see the run lost to its worker at its next pass (``worker-lost``), give
   the worker one lease (alive at exactly a lease), then kill it (``worker-hung ...
-  run_lost_ago=13.0s``) a second later, not before; the run stays the rival's, claimed twice in all, done once;
+  run_lost_ago=13.0s``) a second later, not before; the run stays the rival's, claimed
+  twice in all, done once;
 - ``full``: ``max_workers=2`` and three runs: the third waits while two workers are busy
   and is handed on at the very pass that frees one; a worker's death in a full pool is
   replaced only by its run's new worker; the pool is never above two (``pool_room``,
