@@ -11,7 +11,7 @@ with the schedules' agents, mocks and pool workers, but no gates:
   return), and returns 0 once its SIGTERM handler (``_on_stop``) ran, every worker gone;
 - ``pool_drain``: ``drain()`` on a thread returns, and only once every run is done and
   no worker holds one;
-- ``pool_timer``: passes of ``sweep()`` at every quarter of a poll of a frozen
+- ``pool_timer``: passes of ``sweep()`` at every eighth of a poll of a frozen
   ``time.monotonic`` (:func:`frozen_monotonic`: nothing sleeps): the watchdog checks at
   every half poll and only then, the look for unserved runs once a poll;
 - ``pool_stop`` (:mod:`properties.pool_stop`): each of these supervisors' workers ends
@@ -66,7 +66,7 @@ class FrozenMonotonic:
 def frozen_monotonic(at: float) -> Iterator[FrozenMonotonic]:
     """``time.monotonic()`` of :mod:`~agent_runtime.supervisor.supervision` and
     :mod:`~agent_runtime.supervisor.unserved` frozen at ``at`` (whole seconds, so that
-    every quarter-poll sum is exact) until the block ends."""
+    every eighth-poll sum is exact) until the block ends."""
     clock = FrozenMonotonic(at)
     modules = (supervision, unserved)
     saved = [vars(m)["time"] for m in modules]
@@ -281,7 +281,7 @@ def drain_problems(runner: PoolRunner) -> list[Violation]:
 
 
 def timer_problems(runner: PoolRunner) -> list[Violation]:
-    """Passes at every quarter of a poll of a frozen clock: the watchdog checks twice a
+    """Passes at every eighth of a poll of a frozen clock: the watchdog checks twice a
     poll (at each half), the unserved look once a poll."""
     runner.reset()
     sup = loop_supervisor(runner, runner.world.settings.poll)
@@ -304,22 +304,22 @@ def timer_problems(runner: PoolRunner) -> list[Violation]:
 
             sup.watchdog.check = check_now  # type: ignore[method-assign]
             sup.unserved.look = look_now  # type: ignore[method-assign]
-            for quarter in range(9):
-                clock.now = t0 + quarter * poll / 4
+            for eighth in range(17):  # eighths: an interval of 1-1.5 s differs from 1.5
+                clock.now = t0 + eighth * poll / 8
                 sup.sweep()
     finally:
         sup.stopping = True
         shut_down(sup, "timers'", problems)
-    quarters = [q * poll / 4 for q in range(9)]
-    for what, seen, every in (("the watchdog checked", checks, 2), ("it looked", looks, 4)):
-        want = quarters[::every]
+    eighths = [q * poll / 8 for q in range(17)]
+    for what, seen, every in (("the watchdog checked", checks, 4), ("it looked", looks, 8)):
+        want = eighths[::every]
         if seen != want:
             problems.append(
                 Violation(
                     "pool_timer",
                     None,
                     None,
-                    f"passes at every quarter poll ({poll:g}s) of a frozen clock: {what} at "
+                    f"passes at every eighth of a poll ({poll:g}s) of a frozen clock: {what} at "
                     f"{seen}, not at {want} (the watchdog twice a poll, the unserved look "
                     "once a poll)",
                 )
