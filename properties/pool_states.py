@@ -15,6 +15,8 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   and is handed on at the very pass that frees one; a worker's death in a full pool is
   replaced only by its run's new worker; the pool is never above two (``pool_room``,
   :mod:`properties.pool_watch`, checks every pass of every schedule);
+- ``full_death``: the same pool full, r2 waiting, and r1's worker dies: two runs wait for
+  one free worker, and the pass hands on one of them, never both (the pool stays at two);
 - ``stuck``: ``stuck_after=1``: a worker held at a gate, alive and beating, its run's last
   progress at 0 s: the watchdog must leave it at 1 s (no progress for exactly
   ``stuck_after``) and kill it at 2 s (``worker-stuck``), its run claimed again in that
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
 SETTINGS: Final[dict[str, dict[str, float]]] = {
     "lost": {},
     "full": {"max_workers": 2},
+    "full_death": {"max_workers": 2},
     "stuck": {"stuck_after": 1.0},
     "stuck_answered": {"stuck_after": 1.0},
     "stuck_off": {"stuck_after": 0.0},
@@ -104,6 +107,13 @@ FULL: Final = [
     *[Event(op="step", run=0)] * 4,  # 6: r0 done: r2 goes to its worker
     Event(op="crash", run=1, point="after_intent"),  # 7: a death in a full pool
     Event(op="sweep", seconds=0.0),
+]
+RUN_IDS: Final = ("r0", "r1", "r2")
+FULL_DEATH: Final = [
+    Event(op="start", run=0),
+    Event(op="start", run=1),
+    Event(op="start", run=2),  # 2: two busy of two: it waits
+    Event(op="crash", run=1, point="after_intent", seq=0),  # 3: r1 and r2 wait, one room
 ]
 STUCK: Final = [
     Event(op="start", run=0),
@@ -176,6 +186,7 @@ GAVE_UP_CRASHED: Final = [
 STORIES: Final[dict[str, list[Event]]] = {
     "lost": LOST,
     "full": FULL,
+    "full_death": FULL_DEATH,
     "stuck": STUCK,
     "stuck_answered": STUCK_ANSWERED,
     "stuck_off": STUCK,
@@ -218,6 +229,7 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             "stuck_answered": _judge_stuck_answered,
             "stuck_off": _judge_stuck_off,
             "hung": _judge_hung,
+            "full_death": _judge_full_death,
             "gave_up_crashed": _judge_gave_up_crashed,
         }
         judge = judges.get(name, _judge_gave_up if name == "gave_up" else _judge_gave_up_late)
@@ -270,6 +282,13 @@ def _judge_stuck(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -
         return f"the stuck worker's run was not claimed again in that pass: {trace[3]!r}"
     if outcome["r0"]["status"] != "done":
         return f"r0 ended {outcome['r0']['status']}"
+    return None
+
+
+def _judge_full_death(pool: PoolRunner, outcome: Any, trace: list[str], said: Said) -> str | None:
+    sizes = [n for _, name, n, _ in pool.pool_sizes if name == "main"]
+    if max(sizes, default=3) > 2 or any(outcome[r]["status"] != "done" for r in RUN_IDS):
+        return f"the pool held {sizes} workers after its passes (two at most), runs {outcome}"
     return None
 
 
