@@ -230,10 +230,11 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             "stuck_off": _judge_stuck_off,
             "hung": _judge_hung,
             "full_death": _judge_full_death,
+            "gave_up": _judge_gave_up,
+            "gave_up_late": _judge_gave_up_late,
             "gave_up_crashed": _judge_gave_up_crashed,
         }
-        judge = judges.get(name, _judge_gave_up if name == "gave_up" else _judge_gave_up_late)
-        found = judge(pool, outcome, trace, said)
+        found = judges[name](pool, outcome, trace, said)
         return None if found is None else f"{found}\ntrace:\n" + "\n".join(trace)
 
 
