@@ -47,8 +47,8 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   r1, freed at 9.5 s after its one claim 6.5 s before, is never given up (one attempt);
 - ``unserved``: a run of an agent no supervisor serves, the clock moved a second at a
   time and the supervisor made to look at every pass: it names the run exactly when the
-  run has waited ``UNSERVED_AFTER`` polls, not a second earlier; then ``LIMIT`` more wait:
-  a look cut at its limit names the longest waiting and forgets none;
+  run has waited two polls (docs/04, not the module's constant), not a second earlier;
+  then 100 more wait: a look cut at its limit names the longest waiting, forgets none;
 - ``unserved_mixed``: runs of two unserved agents (pending, and one whose worker elsewhere
   died holding it) beside a failed run of one of them and a backlog of the supervisor's
   own agent: one look names the three waiting runs, each once, and never the other two.
