@@ -8,7 +8,8 @@ with the schedules' agents, mocks and pool workers, but no gates:
 
 - ``pool_serve``: ``serve()`` (not ``--once``) on a thread, against runs of two kinds,
   claims and finishes them, keeps passing while idle (two idle passes: it must not
-  return), and returns 0 once its SIGTERM handler (``_on_stop``) ran, every worker gone;
+  return) with a pool worker alive and idle for the next run, and returns 0 once its
+  SIGTERM handler (``_on_stop``) ran, every worker gone;
 - ``pool_drain``: ``drain()`` on a thread returns, and only once every run is done and
   no worker holds one;
 - ``pool_timer``: passes of ``sweep()`` at every eighth of a poll of a frozen
@@ -63,11 +64,11 @@ class FrozenMonotonic:
 
 
 @contextlib.contextmanager
-def frozen_monotonic(at: float) -> Iterator[FrozenMonotonic]:
+def frozen_monotonic(at: float, clock: FrozenMonotonic | None = None) -> Iterator[FrozenMonotonic]:
     """``time.monotonic()`` of :mod:`~agent_runtime.supervisor.supervision` and
     :mod:`~agent_runtime.supervisor.unserved` frozen at ``at`` (whole seconds, so that
-    every eighth-poll sum is exact) until the block ends."""
-    clock = FrozenMonotonic(at)
+    every eighth-poll sum is exact) until the block ends; ``clock``: one of the caller's."""
+    clock = clock or FrozenMonotonic(at)
     modules = (supervision, unserved)
     saved = [vars(m)["time"] for m in modules]
     for m in modules:
@@ -143,22 +144,26 @@ class Looping:
                     os.waitpid(proc.pid, 0)
 
 
-def loop_supervisor(runner: PoolRunner, poll: float) -> Supervisor:
+def loop_supervisor(runner: PoolRunner, poll: float, spawn: str = "pool") -> Supervisor:
     """A supervisor of the world's class, its agents and worker setup, without gates."""
     world = runner.world
     settings = world.settings.with_changes(crash=CrashPlan(), poll=poll)
     supervisor = world.supervisor_class(
-        runner.url, settings, spawn="pool", agents=world.agents, worker_transports=world.setup
+        runner.url, settings, spawn=spawn, agents=world.agents, worker_transports=world.setup
     )
     supervisor.backoff = settings.run_backoff_rule(no_jitter)
     return supervisor
 
 
-def _create_runs(runner: PoolRunner, prefix: str) -> list[str]:
-    runner.reset()
+def create_runs(
+    runner: PoolRunner, prefix: str, kinds: tuple[str, ...] = LOOP_KINDS, *, reset: bool = True
+) -> list[str]:
+    """One pending run of each of ``kinds``, named ``<prefix><i>`` (after a reset)."""
+    if reset:
+        runner.reset()
     names = {a.name for a in runner.world.agents}
     runs = []
-    for i, kind in enumerate(LOOP_KINDS):
+    for i, kind in enumerate(kinds):
         agent = runner._agent_names[kind]
         assert agent in names, (agent, names)
         run = f"{prefix}{i}"
@@ -167,7 +172,8 @@ def _create_runs(runner: PoolRunner, prefix: str) -> list[str]:
     return runs
 
 
-def _unfinished(runner: PoolRunner, runs: list[str]) -> dict[str, str]:
+def unfinished(runner: PoolRunner, runs: list[str]) -> dict[str, str]:
+    """The runs of ``runs`` not done, and their status."""
     rows = {row["id"]: row for row in sqlfile.rows(runner.conn, "leases")}
     return {r: str(rows[r]["status"]) for r in runs if rows[r]["status"] != "done"}
 
@@ -184,12 +190,12 @@ def _wait_until(ready: Callable[[], bool], timeout: float = LOOP_WAIT) -> bool:
 def serve_problems(runner: PoolRunner) -> list[Violation]:
     """``serve()`` on a thread: it finishes the runs, keeps serving while idle, and
     returns 0 once stopped, every worker ended by its SIGTERM."""
-    runs = _create_runs(runner, "serve")
+    runs = create_runs(runner, "serve")
     loop = Looping(loop_supervisor(runner, LOOP_POLL))
     loop.start(loop.supervisor.serve)
     problems: list[Violation] = []
     _wait_until(lambda: loop.idle_passes >= IDLE_PASSES or not loop.alive)
-    left = _unfinished(runner, runs)
+    left = unfinished(runner, runs)
     if not loop.alive:
         problems.append(
             Violation(
@@ -213,6 +219,18 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
                 "unfinished: a serving supervisor claims and finishes every run",
             )
         ]
+    kept = [w for w in list(loop.supervisor.workers.values()) if w.idle and w.exit_code is None]
+    if not kept:
+        problems.append(
+            Violation(
+                "pool_serve",
+                None,
+                None,
+                f"serve() in pool mode finished its runs with none of its workers "
+                f"{sorted(w.pid for w in loop.workers)} left alive and idle: a pool worker "
+                "stays for the next run",
+            )
+        )
     loop.supervisor._on_stop(signal.SIGTERM, None)  # its SIGTERM handler
     if not loop.join(supervision.STOP_GRACE + LOOP_WAIT):
         loop.abandon()
@@ -234,7 +252,7 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
 def drain_problems(runner: PoolRunner) -> list[Violation]:
     """``drain()`` on a thread returns, and only once every run is done and no worker
     holds one."""
-    runs = _create_runs(runner, "drain")
+    runs = create_runs(runner, "drain")
     loop = Looping(loop_supervisor(runner, LOOP_POLL))
     loop.start(loop.supervisor.drain)
     problems: list[Violation] = []
@@ -243,13 +261,13 @@ def drain_problems(runner: PoolRunner) -> list[Violation]:
     def settled() -> bool:
         if not loop.alive:
             return True
-        if not idle_since and not _unfinished(runner, runs):
+        if not idle_since and not unfinished(runner, runs):
             idle_since.append(loop.idle_passes)
         return bool(idle_since) and loop.idle_passes >= idle_since[0] + IDLE_PASSES
 
     _wait_until(settled)
     if loop.alive:
-        left = _unfinished(runner, runs)
+        left = unfinished(runner, runs)
         loop.abandon()
         problems.append(
             Violation(
@@ -264,7 +282,7 @@ def drain_problems(runner: PoolRunner) -> list[Violation]:
     else:
         sup = loop.supervisor
         held = {w.pid: w.lease.run_id for w in sup.busy if w.lease is not None}
-        left = _unfinished(runner, runs)
+        left = unfinished(runner, runs)
         if held or left or loop.returned != [None]:
             problems.append(
                 Violation(

@@ -7,7 +7,9 @@ profile: the calm schedules through both runners (the real pool must give the mi
 outcome and trace), the pool's own schedules under every invariant, then each fixed
 schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same),
 then the stories of supervisor states of :mod:`properties.pool_states`, each with its settings,
-the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.pool_loop`)
+the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.pool_loop`),
+its ``fork`` and ``exec`` modes, its pool kept whole as idle workers and an unopened spare
+die (:mod:`properties.pool_modes`), its stop of stalled workers (:mod:`properties.pool_stall`)
 and its command ``--once``.
 Not shrunk; the first failure is the verdict.
 
@@ -32,7 +34,9 @@ from agent_runtime.observe.metrics import MULTIPROC_ENV
 
 from ..events import Event
 from ..pool_loop import loop_problems
+from ..pool_modes import mode_problems
 from ..pool_runner import PoolRunner
+from ..pool_stall import stall_problems
 from ..pool_states import SETTINGS as STATES
 from ..pool_states import state_problem
 from ..pool_stories import CALM, FIXED, STORMY, problem
@@ -118,6 +122,10 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         looped = loop_problems(pool)
         if looped:
             raise PoolFinding("\n".join(str(v) for v in looped))
+        stage = "pool: the spawn modes, the pool kept whole, a stop of stalled workers"
+        cornered = mode_problems(pool) + stall_problems(pool)
+        if cornered:
+            raise PoolFinding("\n".join(str(v) for v in cornered))
         stage = COMMAND_STAGE
         pool.reset()  # no run left: the command claims nothing and exits at once
         found = _command_once(database.url)
@@ -126,7 +134,7 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         error: Exception | None = None
         stage = (
             f"pool: {CALM[profile]} calm, {STORMY[profile]} pool, {len(FIXED)} fixed, "
-            f"{len(STATES)} state stories, the loop, the command once"
+            f"{len(STATES)} state stories, the loop, the modes, the stalled stop, the command once"
         )
     except Exception as exc:
         error = exc
