@@ -7,10 +7,11 @@ profile: the calm schedules through both runners (the real pool must give the mi
 outcome and trace), the pool's own schedules under every invariant, then each fixed
 schedule of :mod:`properties.pool_stories` (the story twice: it must replay the same),
 then the stories of supervisor states of :mod:`properties.pool_states`, each with its settings,
-the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.pool_loop`),
-its ``fork`` and ``exec`` modes, its pool kept whole as idle workers and an unopened spare
-die (:mod:`properties.pool_modes`), its stop of stalled workers (:mod:`properties.pool_stall`)
-and its command ``--once``.
+the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.pool_loop`)
+and its command ``--once``; before all of them, the corners no schedule reaches (a few
+seconds, deterministic): its ``fork`` and ``exec`` modes, its pool kept whole as idle
+workers and an unopened spare die (:mod:`properties.pool_modes`), its stop of stalled
+workers (:mod:`properties.pool_stall`).
 Not shrunk; the first failure is the verdict.
 
 The supervisor is built in this process and forks its pool workers from it, so they run
@@ -96,6 +97,12 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
             pool.replay(events)  # a violation is the verdict as it is
             failing.pop()
 
+        # the corners no schedule reaches first: a few seconds, deterministic
+        stage = "pool: the spawn modes, the pool kept whole, a stop of stalled workers"
+        cornered = mode_problems(pool) + stall_problems(pool)
+        if cornered:
+            raise PoolFinding("\n".join(str(v) for v in cornered))
+        stage = f"pool: calm schedules ({CALM[profile]})"
         agree()
         stage = f"pool: pool schedules ({STORMY[profile]})"
         holds()
@@ -122,10 +129,6 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         looped = loop_problems(pool)
         if looped:
             raise PoolFinding("\n".join(str(v) for v in looped))
-        stage = "pool: the spawn modes, the pool kept whole, a stop of stalled workers"
-        cornered = mode_problems(pool) + stall_problems(pool)
-        if cornered:
-            raise PoolFinding("\n".join(str(v) for v in cornered))
         stage = COMMAND_STAGE
         pool.reset()  # no run left: the command claims nothing and exits at once
         found = _command_once(database.url)
@@ -134,7 +137,8 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         error: Exception | None = None
         stage = (
             f"pool: {CALM[profile]} calm, {STORMY[profile]} pool, {len(FIXED)} fixed, "
-            f"{len(STATES)} state stories, the loop, the modes, the stalled stop, the command once"
+            f"{len(STATES)} state stories, the loop, the command once, after the modes and the "
+            "stalled stop"
         )
     except Exception as exc:
         error = exc
