@@ -8,9 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from agent_runtime.store.records import Lease, RunTask
+from agent_runtime.supervisor import supervision
 from agent_runtime.supervisor.supervision import Supervisor
+from agent_runtime.supervisor.workerpool import WorkerProcess
 
-from .pool_modes import mode_problems
+from .pool_modes import kept_problems, mode_problems, spawn_problems
 from .pool_runner import PoolRunner
 from .pool_stall import stall_problems
 from .server import SuiteDatabase
@@ -45,3 +48,67 @@ def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
 ) -> None:
     assert mode_problems(modes_runner) == []
     assert stall_problems(modes_runner) == []
+
+
+class _Impatient(Supervisor):
+    """Stops without a grace: every worker still there after its SIGTERM is SIGKILLed."""
+
+    def shutdown(self) -> None:
+        grace = supervision.STOP_GRACE
+        supervision.STOP_GRACE = 0.0
+        try:
+            super().shutdown()
+        finally:
+            supervision.STOP_GRACE = grace
+
+
+def test_a_stop_that_kills_stalled_workers_before_the_grace_is_caught(planted: PoolRunner) -> None:
+    planted.world.supervisor_class = _Impatient
+    assert "SIGKILLs at [0.0, 0.0]s" in _found(stall_problems(planted), "pool_grace")
+
+
+class _Unreplacing(Supervisor):
+    """Owes no replacement for a pool worker that died idle."""
+
+    def reap(self) -> list[tuple[Lease, int]]:
+        busy = {w.pid for w in self.busy}
+        gone = [pid for pid, w in self.workers.items() if pid not in busy]
+        ended = super().reap()
+        if any(pid not in self.workers for pid in gone):
+            self._owed = 0
+        return ended
+
+
+class _SpareAgain(Supervisor):
+    """Tries a spare again at once after one died before it opened."""
+
+    def _keep_spare(self) -> None:
+        self._spare_failed = False
+        super()._keep_spare()
+
+
+@pytest.mark.parametrize(
+    ("planted_class", "said"),
+    [(_Unreplacing, "the pool keeps its size"), (_SpareAgain, "no other spare is tried")],
+)
+def test_a_pool_not_kept_whole_is_caught(
+    planted: PoolRunner, planted_class: type[Supervisor], said: str
+) -> None:
+    planted.world.supervisor_class = planted_class
+    assert said in _found(kept_problems(planted), "pool_kept")
+
+
+class _PoolAnyway(Supervisor):
+    """Hands a run to a pool worker whatever its spawn mode."""
+
+    def _start(self, lease: Lease, task: RunTask) -> WorkerProcess:
+        mode, self.spawn = self.spawn, "pool"
+        try:
+            return super()._start(lease, task)
+        finally:
+            self.spawn = mode
+
+
+def test_a_fork_supervisor_that_starts_pool_workers_is_caught(planted: PoolRunner) -> None:
+    planted.world.supervisor_class = _PoolAnyway
+    assert "(pipe, exit" in _found(spawn_problems(planted, "fork"), "pool_spawn")
