@@ -32,6 +32,7 @@ from hypothesis import Phase, given
 
 from agent_runtime.errors import EXIT_USAGE
 from agent_runtime.observe.metrics import MULTIPROC_ENV
+from agent_runtime.store.journal import Journal
 
 from ..events import Event
 from ..pool_loop import loop_problems
@@ -130,8 +131,8 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
         if looped:
             raise PoolFinding("\n".join(str(v) for v in looped))
         stage = COMMAND_STAGE
-        pool.reset()  # no run left: the command claims nothing and exits at once
-        found = _command_once(database.url)
+        pool.reset()  # no run left but the one the command is given
+        found = _command_once(database.url, pool)
         if found is not None:
             raise PoolFinding(found)
         error: Exception | None = None
@@ -156,14 +157,18 @@ def command_stage(database: SuiteDatabase) -> PoolVerdict:
     return PoolVerdict(error, COMMAND_STAGE, [], time.monotonic() - began)
 
 
-def _command_once(url: str) -> str | None:
-    """``python -m agent_runtime.supervisor --once`` on an empty database (what an operator
-    starts: the schedules build the Supervisor directly), its metrics port given once by
-    ``--metrics-port 0`` and once by ``METRICS_PORT=0``: it must serve its metrics, find
-    nothing to claim, exit 0 and remove its private metrics directory. What is wrong with
-    it, or None. The first is also given ``--agent`` (the support example): its first line
-    must name that agent, and only it, as the one it serves. And a bad ``--prune-after`` is
-    one clear line and exit 2, no traceback."""
+def _command_once(url: str, pool: PoolRunner | None = None) -> str | None:
+    """``python -m agent_runtime.supervisor --once`` (what an operator starts: the
+    schedules build the Supervisor directly), its metrics port given once by
+    ``--metrics-port 0`` and once by ``METRICS_PORT=0``: it must serve its metrics, exit 0
+    and remove its private metrics directory. What is wrong with it, or None. The first
+    is also given ``--agent`` (the support example) and finds nothing to claim: its first
+    line must name that agent, and only it, as the one it serves. The second, with
+    ``pool`` (a reset runner), is given one pending run of the seed's agent and the
+    runner's mocks: its signals installed as in production, it claims the run, its pool
+    worker finishes it, and its stop hears that worker's SIGCHLD on its wake-up pipe; the
+    run must be done. And a bad ``--prune-after`` is one clear line and exit 2, no
+    traceback."""
     env = {**os.environ, "DATABASE_URL": url}
     bad = [sys.executable, "-m", "agent_runtime.supervisor", "--once", "--prune-after", "soon"]
     done = subprocess.run(bad, env=env, capture_output=True, text=True, timeout=60)
@@ -178,6 +183,12 @@ def _command_once(url: str) -> str | None:
         if env_port is not None:
             env["METRICS_PORT"] = env_port
         how = " ".join(flag) or f"METRICS_PORT={env_port}"
+        run = None
+        if pool is not None and not flag:
+            run = "once0"
+            Journal(pool.conn).create_run(run, "provisioning", None)
+            env.update(CLOUD_URL=pool.settings.cloud_url, MODEL_URL=pool.settings.model_url)
+            how += f", given run {run}"
         try:
             done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
@@ -197,4 +208,8 @@ def _command_once(url: str) -> str | None:
         ]
         if any(Path(d).exists() for d in left):
             return f"the supervisor's command --once ({how}) left its metrics directory {left}"
+        if run is not None and pool is not None:
+            status = (got := Journal(pool.conn).get_run(run)) and got.status
+            if status != "done":
+                return f"the supervisor's command --once ({how}) left {run} {status}: {said[-3:]}"
     return None
