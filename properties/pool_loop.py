@@ -8,7 +8,8 @@ with the schedules' agents, mocks and pool workers, but no gates:
 
 - ``pool_serve``: ``serve()`` (not ``--once``) on a thread, against runs of two kinds,
   claims and finishes them, keeps passing while idle (two idle passes: it must not
-  return) with a pool worker alive and idle for the next run, and returns 0 once its
+  return; at least one of two idle waits lasts most of its poll: it does not spin) with
+  a pool worker alive and idle for the next run, and returns 0 once its
   SIGTERM handler (``_on_stop``) ran, every worker gone;
 - ``pool_drain``: ``drain()`` on a thread returns, and only once every run is done and
   no worker holds one;
@@ -49,8 +50,9 @@ if TYPE_CHECKING:
 
 LOOP_POLL: Final = 0.25  # seconds: the serve and drain supervisors' poll (idle passes)
 LOOP_WAIT: Final = 60.0  # seconds a loop may take to finish its runs on a loaded machine
-IDLE_PASSES: Final = 2  # passes with nothing busy after which serve() must still run
+IDLE_PASSES: Final = 3  # passes with nothing busy after which serve() must still run
 LOOP_KINDS: Final = ("provisioning", "support")  # one run of each
+IDLE_WAIT: Final = 0.8  # the share of a poll an idle serve() waits at least once in two
 
 
 class FrozenMonotonic:
@@ -87,6 +89,7 @@ class Looping:
     supervisor: Supervisor
     passes: int = 0
     idle_passes: int = 0  # passes after which no worker held a run
+    idle_at: list[float] = field(default_factory=list)  # time.monotonic() of each of them
     workers: list[WorkerProcess] = field(default_factory=list)  # every one it started
     returned: list[object] = field(default_factory=list)
     thread: threading.Thread | None = None
@@ -99,6 +102,8 @@ class Looping:
             started = sweep()
             self.passes += 1
             self.idle_passes += not sup.busy
+            if not sup.busy:
+                self.idle_at.append(time.monotonic())
             self.workers += [w for w in sup.workers.values() if w not in self.workers]
             return started
 
@@ -219,6 +224,18 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
                 "unfinished: a serving supervisor claims and finishes every run",
             )
         ]
+    gaps = [b - a for a, b in zip(loop.idle_at, loop.idle_at[1:], strict=False)]
+    if max(gaps, default=0.0) < LOOP_POLL * IDLE_WAIT:
+        problems.append(
+            Violation(
+                "pool_serve",
+                None,
+                None,
+                f"serve() idle made passes {[round(g, 3) for g in gaps]}s apart: with nothing "
+                f"to do it waits its poll ({LOOP_POLL:g}s) between passes (a worker's message "
+                "may wake it early, not every time)",
+            )
+        )
     kept = [w for w in list(loop.supervisor.workers.values()) if w.idle and w.exit_code is None]
     if not kept:
         problems.append(
