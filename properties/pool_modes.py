@@ -14,11 +14,14 @@ no gates (as :mod:`properties.pool_loop` does):
   what it was given (the crash plan is there, not in this process's environment). The
   modes are given as a command line gives them: strings of their own, not the interned
   literals (an ``is`` where ``==`` is meant then shows);
-- ``pool_kept``: a pool supervisor starts one worker per claimed run and nothing more; an
-  idle worker that dies (SIGKILL) is said (``worker-gone``) and replaced at the next pass,
-  the pool keeping its size; once every open worker is busy a spare is started, and a
-  spare that dies before it opened is said, not replaced, and no other spare is tried
-  until a worker opens again.
+- ``pool_kept``: a pool supervisor starts one worker per claimed run and nothing more (a
+  run whose id no worker would take, written straight into the table, is failed, not
+  handed out); the workers that took the runs are the ones still there, open and idle,
+  once the runs are done (a pool worker serves run after run); an idle worker that dies
+  (SIGKILL) is said (``worker-gone``) and replaced at the next pass, the pool keeping its
+  size; the next run goes to an open worker, not to the replacement still opening; once
+  every open worker is busy a spare is started, and a spare that dies before it opened is
+  said, not replaced, and no other spare is tried until a worker opens again.
 
 The waits on real time are for processes to do their work (:data:`LOOP_WAIT`), never to
 expire anything.
@@ -35,9 +38,11 @@ from typing import TYPE_CHECKING, Final
 
 from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import EXIT_CRASH_NOT_REACHED, EXIT_CRASHED, EXIT_DONE
+from agent_runtime.store import db
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
+from . import sqlfile
 from .pilots import no_jitter
 from .pool_hearing import hearing
 from .pool_loop import LOOP_POLL, LOOP_WAIT, Looping, create_runs, loop_supervisor, unfinished
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
 CRASH_POINT: Final = "after_confirm"  # step 0's: the attempt after it resumes at step 1
 MODE_KINDS: Final = {"fork": ("provisioning", "support"), "exec": ("provisioning",)}
 SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
+BAD_ID: Final = "kept\abell"  # a run id no worker would take (a control character)
 
 
 def as_given(word: str) -> str:
@@ -223,13 +229,19 @@ def _kept(
     wrong: Callable[[str], None],
     said: list[tuple[int, str]],
 ) -> None:
+    db.run(runner.conn, "create_run", {"run": BAD_ID, "agent": "provisioning", "input": None})
     sup.reap()
     sup.sweep()
-    if len(sup.workers) != len(runs):
+    first = set(sup.workers)
+    if len(first) != len(runs):
         return wrong(
-            f"the first pass over {len(runs)} pending runs started {len(sup.workers)} pool "
-            "workers: one per claimed run, no spare before any worker opened"
+            f"the first pass over {len(runs)} pending runs (and one whose id no worker would "
+            f"take) started {len(first)} pool workers: one per claimed run, no spare before "
+            "any worker opened"
         )
+    statuses = {row["id"]: row["status"] for row in sqlfile.rows(runner.conn, "statuses")}
+    if statuses.get(BAD_ID) != "failed":
+        wrong(f"a run whose id no worker would take is {statuses.get(BAD_ID)}, not failed")
 
     def settled() -> bool:
         idle = all(w.ready and w.idle for w in sup.workers.values())
@@ -239,11 +251,12 @@ def _kept(
         left = unfinished(runner, runs)
         return wrong(f"runs {left} not done, or workers not idle, in {LOOP_WAIT:g}s")
     size = len(sup.workers)
-    if size < len(runs) or any(w.channel is None for w in sup.workers.values()):
+    if not first <= set(sup.workers) or any(w.channel is None for w in sup.workers.values()):
         return wrong(
-            f"after {len(runs)} runs the pool holds {size} workers, "
-            f"{sum(w.channel is None for w in sup.workers.values())} of them without a pipe: "
-            "a pool worker stays, open and idle, for the next run"
+            f"after {len(runs)} runs the pool holds workers {sorted(sup.workers)}, "
+            f"{sum(w.channel is None for w in sup.workers.values())} of them without a pipe, "
+            f"not those that took the runs {sorted(first)}: a pool worker stays, open and "
+            "idle, for the next run"
         )
     victim = next(iter(sup.workers.values()))
     if not kill_and_reap(sup, victim):
@@ -256,12 +269,27 @@ def _kept(
             f"after an idle worker of a pool of {size} died, the next pass left {len(sup.workers)} "
             "workers: a dead pool worker is replaced, the pool keeps its size"
         )
+    # one run more, while the replacement may not have opened: an open worker takes it
+    (one,) = create_runs(runner, "next", ("provisioning",), reset=False)
+    sup.reap()
+    open_idle = [w.pid for w in sup.workers.values() if w.idle and w.ready]
+    unopened = [w.pid for w in sup.workers.values() if w.idle and not w.ready]
+    sup.sweep()
+    taker = next((w for w in sup.busy if w.lease and w.lease.run_id == one), None)
+    if taker is None or (open_idle and taker.pid in unopened):
+        return wrong(
+            f"run {one} went to {taker and taker.pid} though workers {open_idle} were open "
+            f"and idle ({unopened} not open yet): a run goes to an open worker first"
+        )
+    taker.signal(signal.SIGSTOP)  # busy until the end, as the others will be
+    stopped.append(taker)
     # every worker busy and stalled: the supervisor starts a spare; it dies unopened
     idle = [w for w in sup.workers.values() if w.idle]
     for proc in idle:
         proc.signal(signal.SIGSTOP)
         stopped.append(proc)
     more = create_runs(runner, "busy", ("provisioning",) * len(idle), reset=False)
+    count = len(sup.workers)
     sup.reap()
     sup.sweep()
     spares = [w for w in sup.workers.values() if w.idle]
@@ -278,17 +306,18 @@ def _kept(
     for _ in range(2):
         sup.reap()
         sup.sweep()
-    if len(sup.workers) != len(idle) or spare.pid in sup.workers:
+    if len(sup.workers) != count or spare.pid in sup.workers:
         wrong(
             f"a spare died before it opened, yet two passes later there are "
-            f"{len(sup.workers)} workers, not {len(idle)}: it is not replaced, and no other "
+            f"{len(sup.workers)} workers, not {count}: it is not replaced, and no other "
             "spare is tried until a worker opens again"
         )
     for proc in stopped:
         proc.signal(signal.SIGCONT)
     stopped.clear()
-    if not _passes_until(sup, lambda: not unfinished(runner, runs + more)):
-        wrong(f"runs {unfinished(runner, runs + more)} not done in {LOOP_WAIT:g}s once resumed")
+    if not _passes_until(sup, lambda: not unfinished(runner, [*runs, one, *more])):
+        left = unfinished(runner, [*runs, one, *more])
+        wrong(f"runs {left} not done in {LOOP_WAIT:g}s once resumed")
     return None
 
 
