@@ -31,6 +31,7 @@ from agent_runtime.store.journal import Journal
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
+from .pool_kept import kill_and_reap
 from .pool_loop import (
     LOOP_POLL,
     LOOP_WAIT,
@@ -39,7 +40,6 @@ from .pool_loop import (
     frozen_monotonic,
     loop_supervisor,
 )
-from .pool_modes import kill_and_reap
 from .pool_stop import shut_down
 from .violations import Violation
 
@@ -153,7 +153,7 @@ def _stop(sup: Supervisor, held: list[WorkerProcess]) -> str | None:
             return  # the clock waits for the continued worker to go
         clock.advance(timeout)
         if not continued and clock.now >= clock.start + GRACE / 2:
-            os.kill(first.pid, signal.SIGCONT)
+            first.signal(signal.SIGCONT)
             continued.append(time.monotonic())
         if clock.now > clock.start + 2 * GRACE:
             raise StopStuck(f"the stop still waits {clock.now - clock.start:g}s into it")

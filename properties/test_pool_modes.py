@@ -1,6 +1,7 @@
 """The supervisor's spawn modes, its pool kept whole, and its stop of stalled workers
-(:mod:`properties.pool_modes`, :mod:`properties.pool_stall`): the real supervisor keeps
-every check, and each check fails on a supervisor with the slip planted."""
+(:mod:`properties.pool_modes`, :mod:`properties.pool_kept`, :mod:`properties.pool_stall`):
+the real supervisor keeps every check, and each check fails on a supervisor with the slip
+planted."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from agent_runtime.supervisor import supervision
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
-from .pool_modes import kept_problems, mode_problems, spawn_problems
+from .pool_kept import kept_problems, open_problems
+from .pool_modes import mode_problems, spawn_problems
 from .pool_runner import PoolRunner
 from .pool_stall import stall_problems
 from .server import SuiteDatabase
@@ -47,6 +49,8 @@ def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
     modes_runner: PoolRunner,
 ) -> None:
     assert mode_problems(modes_runner) == []
+    assert kept_problems(modes_runner) == []
+    assert open_problems(modes_runner) == []
     assert stall_problems(modes_runner) == []
 
 

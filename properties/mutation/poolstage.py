@@ -10,8 +10,9 @@ then the stories of supervisor states of :mod:`properties.pool_states`, each wit
 the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.pool_loop`)
 and its command ``--once``; before all of them, the corners no schedule reaches (a few
 seconds, deterministic): its ``fork`` and ``exec`` modes, its pool kept whole as idle
-workers and an unopened spare die (:mod:`properties.pool_modes`), its stop of stalled
-workers (:mod:`properties.pool_stall`).
+workers, an unopened spare and itself die, a worker that cannot open
+(:mod:`properties.pool_modes`, :mod:`properties.pool_kept`), its stop of stalled workers
+(:mod:`properties.pool_stall`).
 Not shrunk; the first failure is the verdict.
 
 The supervisor is built in this process and forks its pool workers from it, so they run
@@ -35,6 +36,7 @@ from agent_runtime.observe.metrics import MULTIPROC_ENV
 from agent_runtime.store.journal import Journal
 
 from ..events import Event
+from ..pool_kept import kept_problems, open_problems
 from ..pool_loop import loop_problems
 from ..pool_modes import mode_problems
 from ..pool_runner import PoolRunner
@@ -100,7 +102,12 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
 
         # the corners no schedule reaches first: a few seconds, deterministic
         stage = "pool: the spawn modes, the pool kept whole, a stop of stalled workers"
-        cornered = mode_problems(pool) + stall_problems(pool)
+        cornered = [
+            *mode_problems(pool),
+            *kept_problems(pool),
+            *open_problems(pool),
+            *stall_problems(pool),
+        ]
         if cornered:
             raise PoolFinding("\n".join(str(v) for v in cornered))
         stage = f"pool: calm schedules ({CALM[profile]})"

@@ -1,0 +1,356 @@
+"""A pool supervisor's pool kept whole while idle workers, a spare and itself die.
+
+The schedules' deaths are of busy workers; here a fresh pool supervisor of the world's
+class (the schedules' agents and mocks, no gates, as :mod:`properties.pool_loop` has it)
+is driven pass by pass (``reap()``, ``sweep()``) through the deaths no schedule makes:
+
+- ``pool_kept``: the first pass starts one worker per claimed run and nothing more (a
+  run whose id no worker would take, written straight into the table, is failed, not
+  handed out); once the runs are done the workers that took them are still there, open
+  and idle (a pool worker serves run after run). An idle worker SIGKILLed and not reaped
+  yet is passed over when the next run is handed out (its pipe is broken: the run goes to
+  a live, open worker in the same pass); once reaped its death is said (``worker-gone``)
+  and it is replaced, the pool keeping its size. The next run goes to an open worker, not
+  to the replacement still opening. Once every open worker is busy a spare is started; a
+  spare that dies before it opened is said, not replaced, and no other spare is tried
+  until a worker opens again. When the supervisor dies (its pipes close), every idle
+  worker leaves with ``EXIT_DONE``;
+- ``pool_open``: a pool worker that cannot open (its in-process transports name a remote
+  there is none of) exits with the error's code, says why in one ERROR line naming the
+  run it was started for, and is not started again and again: no spare while none opened.
+
+The waits on real time are for processes to do their work (:data:`LOOP_WAIT`), never to
+expire anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import httpx
+
+from agent_runtime.crash import CrashPlan
+from agent_runtime.errors import EXIT_DONE, EXIT_USAGE
+from agent_runtime.store import db
+from agent_runtime.supervisor.supervision import Supervisor
+from agent_runtime.supervisor.workerpool import WorkerProcess
+
+from . import sqlfile
+from .pool_hearing import hearing
+from .pool_loop import LOOP_POLL, LOOP_WAIT, create_runs, loop_supervisor, unfinished
+from .pool_modes import as_given
+from .pool_stop import shut_down
+from .violations import Violation
+
+if TYPE_CHECKING:
+    from .pool_runner import PoolRunner
+
+KEPT_KINDS: Final = ("provisioning", "support", "provisioning")
+SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
+BAD_ID: Final = "kept\abell"  # a run id no worker would take (a control character)
+UNKNOWN_REMOTE: Final = "modle"  # a transport name a worker must refuse
+WORKERPOOL_LOG: Final = "agent_runtime.supervisor.workerpool"
+
+Said = list[tuple[int, str]]
+
+
+def passes_until(supervisor: Supervisor, done: Callable[[], bool]) -> bool:
+    """Passes (reap, sweep) until ``done()``; False if :data:`LOOP_WAIT` passed first."""
+    deadline = time.monotonic() + LOOP_WAIT
+    while True:
+        supervisor.reap()
+        supervisor.sweep()
+        if done():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        supervisor._wait(0.05)
+
+
+def kill_and_reap(supervisor: Supervisor, proc: WorkerProcess) -> bool:
+    """SIGKILL ``proc`` and reap until the supervisor let it go (no sweep in between)."""
+    proc.signal(signal.SIGKILL)
+    deadline = time.monotonic() + LOOP_WAIT
+    while proc.pid in supervisor.workers:
+        if time.monotonic() > deadline:
+            return False
+        supervisor.reap()
+        time.sleep(SETTLE)
+    return True
+
+
+def _dead(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped (a zombie), read from /proc."""
+    deadline = time.monotonic() + LOOP_WAIT
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        time.sleep(SETTLE)
+    return False
+
+
+def _said(said: Said, start: str) -> bool:
+    return any(line.startswith(start) for _, line in said)
+
+
+def kept_problems(runner: PoolRunner) -> list[Violation]:
+    """A pool supervisor's workers as idle ones, an unopened spare and itself die."""
+    runs = create_runs(runner, "kept", KEPT_KINDS)
+    supervisor = loop_supervisor(runner, LOOP_POLL, as_given("pool"))
+    problems: list[Violation] = []
+    stopped: list[WorkerProcess] = []
+
+    def wrong(what: str) -> None:
+        problems.append(Violation("pool_kept", None, None, what))
+
+    with hearing(lambda: 0) as said:
+        try:
+            if _kept(runner, supervisor, runs, stopped, wrong, said):
+                return problems  # it died: nothing is left to stop
+        finally:
+            for proc in stopped:
+                proc.signal(signal.SIGCONT)
+        shut_down(supervisor, "pool", problems)
+    return problems
+
+
+def _kept(
+    runner: PoolRunner,
+    sup: Supervisor,
+    runs: list[str],
+    stopped: list[WorkerProcess],
+    wrong: Callable[[str], None],
+    said: Said,
+) -> bool:
+    """The story; True once the supervisor died at its end."""
+    db.run(runner.conn, "create_run", {"run": BAD_ID, "agent": "provisioning", "input": None})
+    sup.reap()
+    sup.sweep()
+    first = set(sup.workers)
+    if len(first) != len(runs):
+        wrong(
+            f"the first pass over {len(runs)} pending runs (and one whose id no worker would "
+            f"take) started {len(first)} pool workers: one per claimed run, no spare before "
+            "any worker opened"
+        )
+        return False
+    statuses = {row["id"]: row["status"] for row in sqlfile.rows(runner.conn, "statuses")}
+    if statuses.get(BAD_ID) != "failed":
+        wrong(f"a run whose id no worker would take is {statuses.get(BAD_ID)}, not failed")
+
+    def settled() -> bool:
+        idle = all(w.ready and w.idle for w in sup.workers.values())
+        return idle and not unfinished(runner, runs)
+
+    if not passes_until(sup, settled):
+        wrong(f"runs {unfinished(runner, runs)} not done, or workers not idle, in {LOOP_WAIT:g}s")
+        return False
+    if not first <= set(sup.workers) or any(w.channel is None for w in sup.workers.values()):
+        wrong(
+            f"after {len(runs)} runs the pool holds workers {sorted(sup.workers)}, "
+            f"{sum(w.channel is None for w in sup.workers.values())} of them without a pipe, "
+            f"not those that took the runs {sorted(first)}: a pool worker stays, open and "
+            "idle, for the next run"
+        )
+        return False
+    more = _dead_and_replaced(runner, sup, wrong, said)
+    if more is None:
+        return False
+    if not _spare_dies(runner, sup, stopped, wrong, said, more):
+        return False
+    everything = [*runs, *more]
+    if not passes_until(sup, lambda: not unfinished(runner, everything)):
+        wrong(f"runs {unfinished(runner, everything)} not done in {LOOP_WAIT:g}s once resumed")
+        return False
+    _hang_up(sup, wrong)
+    return True
+
+
+def _dead_and_replaced(
+    runner: PoolRunner, sup: Supervisor, wrong: Callable[[str], None], said: Said
+) -> list[str] | None:
+    """An idle worker dies; the runs handed out meanwhile go to live, open workers."""
+    size = len(sup.workers)
+    victim = next(iter(sup.workers.values()))  # the first a hand-out tries
+    victim.signal(signal.SIGKILL)
+    if not _dead(victim.pid):
+        wrong(f"the SIGKILLed idle worker {victim.pid} did not die in {LOOP_WAIT:g}s")
+        return None
+    (one,) = create_runs(runner, "next", ("provisioning",), reset=False)
+    sup.sweep()  # no reap first: the supervisor does not know yet
+    taker = next((w for w in sup.busy if w.lease and w.lease.run_id == one), None)
+    if taker is None or taker is victim:
+        wrong(
+            f"run {one}, handed out while idle worker {victim.pid} lay dead unreaped, went to "
+            f"{taker and taker.pid}: a broken pipe passes the run on to a live worker"
+        )
+        return None
+    while victim.pid in sup.workers:
+        sup.reap()
+        time.sleep(SETTLE)
+    if not _said(said, f"worker-gone pid={victim.pid} code=-9"):
+        wrong(f"an idle worker's death (SIGKILL, pid {victim.pid}) was not said: worker-gone")
+    sup.sweep()
+    if len(sup.workers) != size:
+        wrong(
+            f"after an idle worker of a pool of {size} died, the next pass left "
+            f"{len(sup.workers)} workers: a dead pool worker is replaced, the pool keeps its size"
+        )
+        return None
+    (two,) = create_runs(runner, "then", ("provisioning",), reset=False)
+    sup.reap()
+    open_idle = [w.pid for w in sup.workers.values() if w.idle and w.ready]
+    sup.sweep()
+    taker = next((w for w in sup.busy if w.lease and w.lease.run_id == two), None)
+    if taker is None or (open_idle and taker.pid not in open_idle):
+        wrong(
+            f"run {two} went to {taker and taker.pid} though workers {open_idle} were open "
+            "and idle: a run goes to an open worker first, not to one still opening"
+        )
+        return None
+    return [one, two]
+
+
+def _spare_dies(
+    runner: PoolRunner,
+    sup: Supervisor,
+    stopped: list[WorkerProcess],
+    wrong: Callable[[str], None],
+    said: Said,
+    more: list[str],
+) -> bool:
+    """Every worker busy and stalled: a spare is started; it dies unopened, and stays so."""
+    idle = [w for w in sup.workers.values() if w.idle]
+    busy = [w for w in sup.busy if w not in idle]
+    for proc in idle + busy:
+        proc.signal(signal.SIGSTOP)
+        stopped.append(proc)
+    more += create_runs(runner, "busy", ("provisioning",) * len(idle), reset=False)
+    count = len(sup.workers)
+    sup.reap()
+    sup.sweep()
+    spares = [w for w in sup.workers.values() if w.idle]
+    if any(not w.lease for w in idle) or len(spares) != 1:
+        wrong(
+            f"with its {len(idle)} idle workers handed as many runs, every open worker busy, "
+            f"the supervisor kept {len(spares)} spares: one while there is room"
+        )
+        return False
+    spare = spares[0]
+    if not kill_and_reap(sup, spare):
+        wrong(f"the supervisor never let go of its SIGKILLed spare {spare.pid}")
+        return False
+    if not _said(said, f"worker-gone pid={spare.pid} code=-9"):
+        wrong(f"an unopened spare's death (SIGKILL, pid {spare.pid}) was not said: worker-gone")
+    for _ in range(2):
+        sup.reap()
+        sup.sweep()
+    if len(sup.workers) != count:
+        wrong(
+            f"a spare died before it opened, yet two passes later there are "
+            f"{len(sup.workers)} workers, not {count}: it is not replaced, and no other "
+            "spare is tried until a worker opens again"
+        )
+    for proc in stopped:
+        proc.signal(signal.SIGCONT)
+    stopped.clear()
+    return True
+
+
+def _hang_up(sup: Supervisor, wrong: Callable[[str], None]) -> None:
+    """The supervisor dies (its pipes, connection and wake-up pipe close): every idle
+    worker leaves with EXIT_DONE."""
+    workers = list(sup.workers.values())
+    for proc in workers:
+        proc.close()
+    with contextlib.suppress(Exception):
+        sup.conn.close()
+    for fd in (sup._wake_r, sup._wake_w):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    codes: dict[int, int | None] = {}
+    deadline = time.monotonic() + LOOP_WAIT
+    for proc in workers:
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(SETTLE)
+        if proc.poll() is None:
+            proc.signal(signal.SIGKILL)
+            os.waitpid(proc.pid, 0)
+        codes[proc.pid] = proc.exit_code if proc.exit_code is not None else None
+    sup.workers.clear()
+    if any(code != EXIT_DONE for code in codes.values()):
+        wrong(
+            f"its supervisor gone, the idle pool workers ended {codes}: each leaves with "
+            f"{EXIT_DONE} once its supervisor hangs up"
+        )
+
+
+# -- a worker that cannot open ------------------------------------------------------------------
+
+
+class _UnknownRemote:
+    """Worker transports naming a remote there is none of; the worker's log to a file."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+
+    def __call__(self) -> Mapping[str, httpx.BaseTransport]:
+        said = logging.FileHandler(self.log_path)  # in the worker: what open_worker says
+        said.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        logger = logging.getLogger(WORKERPOOL_LOG)
+        logger.addHandler(said)
+        logger.setLevel(logging.ERROR)  # the suite quiets the runtime's loggers; not this
+        return {UNKNOWN_REMOTE: httpx.BaseTransport()}
+
+
+def open_problems(runner: PoolRunner) -> list[Violation]:
+    """A pool worker that cannot open: its exit code, its ERROR line, no spare."""
+    (run,) = create_runs(runner, "unopened", ("provisioning",))
+    log_path = runner.log_dir / "unopened.log"
+    log_path.unlink(missing_ok=True)
+    world = runner.world
+    settings = world.settings.with_changes(crash=CrashPlan(), poll=LOOP_POLL)
+    sup = world.supervisor_class(
+        runner.url,
+        settings,
+        spawn="pool",
+        agents=world.agents,
+        worker_transports=_UnknownRemote(log_path),
+    )
+    problems: list[Violation] = []
+    sup.reap()
+    sup.sweep()
+    started = list(sup.workers.values())
+    deadline = time.monotonic() + LOOP_WAIT
+    while sup.workers and time.monotonic() < deadline:
+        sup.reap()
+        time.sleep(SETTLE)
+    sup.reap()
+    sup.sweep()
+    left = len(sup.workers)
+    shut_down(sup, "unopened", problems)
+    text = log_path.read_text() if log_path.exists() else ""
+    wanted = f"ERROR ConfigError run={run} error="
+    code = [w.exit_code for w in started]
+    if code != [EXIT_USAGE] or wanted not in text or UNKNOWN_REMOTE not in text or left:
+        problems.append(
+            Violation(
+                "pool_open",
+                run,
+                None,
+                f"a pool worker whose transports name {UNKNOWN_REMOTE!r} ended {code} and "
+                f"said {text.strip().splitlines()[-2:]}; {left} workers after the next pass: "
+                f"it exits {EXIT_USAGE} with one ERROR line '{wanted}...' naming what it "
+                "refused, and none is started again before a worker opens",
+            )
+        )
+    return problems
