@@ -6,8 +6,10 @@ is driven pass by pass (``reap()``, ``sweep()``) through the deaths no schedule 
 
 - ``pool_kept``: the first pass starts one worker per claimed run and nothing more (a
   run whose id no worker would take, written straight into the table, is failed, not
-  handed out); once the runs are done the workers that took them are still there, open
-  and idle (a pool worker serves run after run). An idle worker SIGKILLed and not reaped
+  handed out); once the runs are over the workers that took them are still there, open
+  and idle (a pool worker serves run after run, also after one that stopped resumably:
+  the support run's desk is out for every attempt of its lookup, so it is released to
+  its backoff, to end done once the clock has passed it). An idle worker SIGKILLed and not reaped
   yet is passed over when the next run is handed out (its pipe is broken: the run goes to
   a live, open worker in the same pass); once reaped its death is said (``worker-gone``)
   and it is replaced, the pool keeping its size. The next run goes to an open worker, not
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 KEPT_KINDS: Final = ("provisioning", "support", "provisioning")
 SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
 BAD_ID: Final = "kept\abell"  # a run id no worker would take (a control character)
+BACKOFF_PAST: Final = 60.0  # seconds of the database clock past any run's backoff
 UNKNOWN_REMOTE: Final = "modle"  # a transport name a worker must refuse
 WORKERPOOL_LOG: Final = "agent_runtime.supervisor.workerpool"
 
@@ -133,6 +136,9 @@ def _kept(
 ) -> bool:
     """The story; True once the supervisor died at its end."""
     db.run(runner.conn, "create_run", {"run": BAD_ID, "agent": "provisioning", "input": None})
+    outage = runner.settings.tool_retries + 1  # every attempt of the support run's lookup
+    runner.remotes.set_desk_faults(fail_lookups=outage)
+    released = runs[KEPT_KINDS.index("support")]
     sup.reap()
     sup.sweep()
     first = set(sup.workers)
@@ -149,10 +155,13 @@ def _kept(
 
     def settled() -> bool:
         idle = all(w.ready and w.idle for w in sup.workers.values())
-        return idle and not unfinished(runner, runs)
+        return idle and set(unfinished(runner, runs)) <= {released}
 
-    if not passes_until(sup, settled):
-        wrong(f"runs {unfinished(runner, runs)} not done, or workers not idle, in {LOOP_WAIT:g}s")
+    if not passes_until(sup, settled) or not unfinished(runner, [released]):
+        wrong(
+            f"runs {unfinished(runner, runs)} not done, or workers not idle, in {LOOP_WAIT:g}s "
+            f"({released} must wait out its backoff: its desk was out for {outage} lookups)"
+        )
         return False
     if not first <= set(sup.workers) or any(w.channel is None for w in sup.workers.values()):
         wrong(
@@ -168,8 +177,13 @@ def _kept(
     if not _spare_dies(runner, sup, stopped, wrong, said, more):
         return False
     everything = [*runs, *more]
+    others = [r for r in everything if r != released]
+    if not passes_until(sup, lambda: not unfinished(runner, others)):
+        wrong(f"runs {unfinished(runner, others)} not done in {LOOP_WAIT:g}s once resumed")
+        return False
+    runner._advance(BACKOFF_PAST)  # no worker holds a run: no lease runs out with it
     if not passes_until(sup, lambda: not unfinished(runner, everything)):
-        wrong(f"runs {unfinished(runner, everything)} not done in {LOOP_WAIT:g}s once resumed")
+        wrong(f"{released} not done in {LOOP_WAIT:g}s after its backoff passed")
         return False
     _hang_up(sup, wrong)
     return True
