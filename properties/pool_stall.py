@@ -187,7 +187,8 @@ def _stop(sup: Supervisor, held: list[WorkerProcess]) -> str | None:
             f"a stop with two stalled workers, the first continued at {GRACE / 2:g}s: their "
             f"runs ended {codes}, SIGKILLs at {[k and round(k - clock.start, 9) for k in killed]}"
             f"s, the stop returned at {ended:g}s; wanted [-15, -9], the second alone "
-            f"SIGKILLed at the first of its waits past {GRACE:g}s, the stop back within {REAP_WITHIN:g}s of it"
+            f"SIGKILLed at the first of its waits past {GRACE:g}s, the stop back within "
+            f"{REAP_WITHIN:g}s of it"
         )
     return None
 
