@@ -15,8 +15,10 @@ is driven pass by pass (``reap()``, ``sweep()``) through the deaths no schedule 
   and it is replaced, the pool keeping its size. The next run goes to an open worker, not
   to the replacement still opening. Once every open worker is busy a spare is started; a
   spare that dies before it opened is said, not replaced, and no other spare is tried
-  until a worker opens again. When the supervisor dies (its pipes close), every idle
-  worker leaves with ``EXIT_DONE``;
+  until a worker opens again. When the supervisor dies (its socket to the server closes
+  without a goodbye, its pipes close), its backend ends at once (no worker kept a copy of
+  that socket: a killed supervisor's locks must not outlive it) and every idle worker
+  leaves with ``EXIT_DONE``;
 - ``pool_open``: a pool worker that cannot open (its in-process transports name a remote
   there is none of) exits with the error's code, says why in one ERROR line naming the
   run it was started for, and is not started again and again: no spare while none opened.
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 KEPT_KINDS: Final = ("provisioning", "support", "provisioning")
 SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
 BAD_ID: Final = "kept\abell"  # a run id no worker would take (a control character)
+BACKEND_GONE: Final = 10.0  # seconds the server may take to end a closed socket's backend
 BACKOFF_PAST: Final = 60.0  # seconds of the database clock past any run's backoff
 UNKNOWN_REMOTE: Final = "modle"  # a transport name a worker must refuse
 WORKERPOOL_LOG: Final = "agent_runtime.supervisor.workerpool"
@@ -185,7 +188,7 @@ def _kept(
     if not passes_until(sup, lambda: not unfinished(runner, everything)):
         wrong(f"{released} not done in {LOOP_WAIT:g}s after its backoff passed")
         return False
-    _hang_up(sup, wrong)
+    _hang_up(runner, sup, wrong)
     return True
 
 
@@ -280,10 +283,25 @@ def _spare_dies(
     return True
 
 
-def _hang_up(sup: Supervisor, wrong: Callable[[str], None]) -> None:
-    """The supervisor dies (its pipes, connection and wake-up pipe close): every idle
-    worker leaves with EXIT_DONE."""
+def _hang_up(runner: PoolRunner, sup: Supervisor, wrong: Callable[[str], None]) -> None:
+    """The supervisor dies (SIGKILL: its socket to the server closes without a goodbye,
+    its pipes and wake-up pipe close): its backend ends at once, no worker holding a copy
+    of that socket; every idle worker leaves with EXIT_DONE."""
     workers = list(sup.workers.values())
+    backend = sup.conn.info.backend_pid
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sup.conn.fileno())  # our end of the socket gone; psycopg's fd harmless
+    os.close(devnull)
+    deadline = time.monotonic() + BACKEND_GONE
+    while sqlfile.one(runner.conn, "backend_alive", {"pid": backend}) is not None:
+        if time.monotonic() > deadline:
+            wrong(
+                f"the dead supervisor's backend {backend} lived on {BACKEND_GONE:g}s while its "
+                f"workers {sorted(sup.workers)} lived: a forked worker closes its copy of the "
+                "supervisor's connection, or a killed supervisor's locks outlive it"
+            )
+            break
+        time.sleep(SETTLE)
     for proc in workers:
         proc.close()
     with contextlib.suppress(Exception):
