@@ -56,7 +56,8 @@ from .violations import Violation
 if TYPE_CHECKING:
     from .pool_runner import PoolRunner
 
-KEPT_KINDS: Final = ("provisioning", "support", "provisioning")
+# five runs: five workers, so that with two of them busy three are idle to be handed runs
+KEPT_KINDS: Final = ("provisioning", "support", "provisioning", "provisioning", "provisioning")
 SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
 BAD_ID: Final = "kept\abell"  # a run id no worker would take (a control character)
 BACKEND_GONE: Final = 10.0  # seconds the server may take to end a closed socket's backend
@@ -174,7 +175,7 @@ def _kept(
             "idle, for the next run"
         )
         return False
-    more = _dead_and_replaced(runner, sup, wrong, said)
+    more = _dead_and_replaced(runner, sup, stopped, wrong, said)
     if more is None:
         return False
     if not _spare_dies(runner, sup, stopped, wrong, said, more):
@@ -193,9 +194,14 @@ def _kept(
 
 
 def _dead_and_replaced(
-    runner: PoolRunner, sup: Supervisor, wrong: Callable[[str], None], said: Said
+    runner: PoolRunner,
+    sup: Supervisor,
+    stopped: list[WorkerProcess],
+    wrong: Callable[[str], None],
+    said: Said,
 ) -> list[str] | None:
-    """An idle worker dies; the runs handed out meanwhile go to live, open workers."""
+    """An idle worker dies; the runs handed out meanwhile go to live, open workers (each
+    stalled at once: busy until the story's end)."""
     size = len(sup.workers)
     victim = next(iter(sup.workers.values()))  # the first a hand-out tries
     victim.signal(signal.SIGKILL)
@@ -211,6 +217,8 @@ def _dead_and_replaced(
             f"{taker and taker.pid}: a broken pipe passes the run on to a live worker"
         )
         return None
+    taker.signal(signal.SIGSTOP)
+    stopped.append(taker)
     while victim.pid in sup.workers:
         sup.reap()
         time.sleep(SETTLE)
@@ -234,6 +242,8 @@ def _dead_and_replaced(
             "and idle: a run goes to an open worker first, not to one still opening"
         )
         return None
+    taker.signal(signal.SIGSTOP)
+    stopped.append(taker)
     return [one, two]
 
 
@@ -247,19 +257,20 @@ def _spare_dies(
 ) -> bool:
     """Every worker busy and stalled: a spare is started; it dies unopened, and stays so."""
     idle = [w for w in sup.workers.values() if w.idle]
-    busy = [w for w in sup.busy if w not in idle]
-    for proc in idle + busy:
+    for proc in idle:
         proc.signal(signal.SIGSTOP)
         stopped.append(proc)
     more += create_runs(runner, "busy", ("provisioning",) * len(idle), reset=False)
-    count = len(sup.workers)
+    count, busy = len(sup.workers), len(sup.busy)
     sup.reap()
     sup.sweep()
     spares = [w for w in sup.workers.values() if w.idle]
     if any(not w.lease for w in idle) or len(spares) != 1:
         wrong(
-            f"with its {len(idle)} idle workers handed as many runs, every open worker busy, "
-            f"the supervisor kept {len(spares)} spares: one while there is room"
+            f"with {busy} workers busy and its {len(idle)} idle ones handed as many runs "
+            f"({sum(not w.lease for w in idle)} left without one: room for "
+            f"{sup.settings.max_workers - busy} claims), every open worker busy, the "
+            f"supervisor kept {len(spares)} spares: one while there is room"
         )
         return False
     spare = spares[0]
