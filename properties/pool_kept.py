@@ -15,13 +15,12 @@ is driven pass by pass (``reap()``, ``sweep()``) through the deaths no schedule 
   and it is replaced, the pool keeping its size. The next run goes to an open worker, not
   to the replacement still opening. Once every open worker is busy a spare is started; a
   spare that dies before it opened is said, not replaced, and no other spare is tried
-  until a worker opens again. When the supervisor dies (its socket to the server closes
+  until a worker opens again. Once stopping, a pass claims nothing. When the supervisor
+  dies (its socket to the server closes
   without a goodbye, its pipes close), its backend ends at once (no worker kept a copy of
   that socket: a killed supervisor's locks must not outlive it) and every idle worker
-  leaves with ``EXIT_DONE``;
-- ``pool_open``: a pool worker that cannot open (its in-process transports name a remote
-  there is none of) exits with the error's code, says why in one ERROR line naming the
-  run it was started for, and is not started again and again: no spare while none opened.
+  leaves with ``EXIT_DONE``.
+
 
 The waits on real time are for processes to do their work (:data:`LOOP_WAIT`), never to
 expire anything.
@@ -30,18 +29,14 @@ expire anything.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import httpx
-
-from agent_runtime.crash import CrashPlan
-from agent_runtime.errors import EXIT_DONE, EXIT_USAGE
+from agent_runtime.errors import EXIT_DONE
 from agent_runtime.store import db
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
@@ -62,8 +57,6 @@ SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
 BAD_ID: Final = "kept\abell"  # a run id no worker would take (a control character)
 BACKEND_GONE: Final = 10.0  # seconds the server may take to end a closed socket's backend
 BACKOFF_PAST: Final = 60.0  # seconds of the database clock past any run's backoff
-UNKNOWN_REMOTE: Final = "modle"  # a transport name a worker must refuse
-WORKERPOOL_LOG: Final = "agent_runtime.supervisor.workerpool"
 
 Said = list[tuple[int, str]]
 
@@ -189,6 +182,16 @@ def _kept(
     if not passes_until(sup, lambda: not unfinished(runner, everything)):
         wrong(f"{released} not done in {LOOP_WAIT:g}s after its backoff passed")
         return False
+    (late,) = create_runs(runner, "late", ("provisioning",), reset=False)
+    sup.stopping = True  # what its SIGTERM handler does, here between two passes
+    sup.reap()
+    sup.sweep()
+    row = next(r for r in sqlfile.rows(runner.conn, "leases") if r["id"] == late)
+    if sup.busy or row["generation"] or row["owner"] is not None:
+        wrong(
+            f"a stopping supervisor's pass left {late} at generation {row['generation']}, "
+            f"owner {row['owner']}: once stopping it claims nothing"
+        )
     _hang_up(runner, sup, wrong)
     return True
 
@@ -335,65 +338,3 @@ def _hang_up(runner: PoolRunner, sup: Supervisor, wrong: Callable[[str], None]) 
             f"its supervisor gone, the idle pool workers ended {codes}: each leaves with "
             f"{EXIT_DONE} once its supervisor hangs up"
         )
-
-
-# -- a worker that cannot open ------------------------------------------------------------------
-
-
-class _UnknownRemote:
-    """Worker transports naming a remote there is none of; the worker's log to a file."""
-
-    def __init__(self, log_path: Path) -> None:
-        self.log_path = log_path
-
-    def __call__(self) -> Mapping[str, httpx.BaseTransport]:
-        said = logging.FileHandler(self.log_path)  # in the worker: what open_worker says
-        said.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-        logger = logging.getLogger(WORKERPOOL_LOG)
-        logger.addHandler(said)
-        logger.setLevel(logging.ERROR)  # the suite quiets the runtime's loggers; not this
-        return {UNKNOWN_REMOTE: httpx.BaseTransport()}
-
-
-def open_problems(runner: PoolRunner) -> list[Violation]:
-    """A pool worker that cannot open: its exit code, its ERROR line, no spare."""
-    (run,) = create_runs(runner, "unopened", ("provisioning",))
-    log_path = runner.log_dir / "unopened.log"
-    log_path.unlink(missing_ok=True)
-    world = runner.world
-    settings = world.settings.with_changes(crash=CrashPlan(), poll=LOOP_POLL)
-    sup = world.supervisor_class(
-        runner.url,
-        settings,
-        spawn="pool",
-        agents=world.agents,
-        worker_transports=_UnknownRemote(log_path),
-    )
-    problems: list[Violation] = []
-    sup.reap()
-    sup.sweep()
-    started = list(sup.workers.values())
-    deadline = time.monotonic() + LOOP_WAIT
-    while sup.workers and time.monotonic() < deadline:
-        sup.reap()
-        time.sleep(SETTLE)
-    sup.reap()
-    sup.sweep()
-    left = len(sup.workers)
-    shut_down(sup, "unopened", problems)
-    text = log_path.read_text() if log_path.exists() else ""
-    wanted = f"ERROR ConfigError run={run} error="
-    code = [w.exit_code for w in started]
-    if code != [EXIT_USAGE] or wanted not in text or UNKNOWN_REMOTE not in text or left:
-        problems.append(
-            Violation(
-                "pool_open",
-                run,
-                None,
-                f"a pool worker whose transports name {UNKNOWN_REMOTE!r} ended {code} and "
-                f"said {text.strip().splitlines()[-2:]}; {left} workers after the next pass: "
-                f"it exits {EXIT_USAGE} with one ERROR line '{wanted}...' naming what it "
-                "refused, and none is started again before a worker opens",
-            )
-        )
-    return problems

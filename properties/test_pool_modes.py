@@ -1,5 +1,6 @@
 """The supervisor's spawn modes, its pool kept whole, and its stop of stalled workers
-(:mod:`properties.pool_modes`, :mod:`properties.pool_kept`, :mod:`properties.pool_stall`):
+(:mod:`properties.pool_modes`, :mod:`properties.pool_kept`, :mod:`properties.pool_open`,
+:mod:`properties.pool_stall`):
 the real supervisor keeps every check, and each check fails on a supervisor with the slip
 planted."""
 
@@ -14,8 +15,9 @@ from agent_runtime.supervisor import supervision
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
-from .pool_kept import kept_problems, open_problems
+from .pool_kept import kept_problems
 from .pool_modes import mode_problems, spawn_problems
+from .pool_open import open_problems
 from .pool_runner import PoolRunner
 from .pool_stall import stall_problems
 from .server import SuiteDatabase

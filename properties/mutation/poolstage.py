@@ -11,8 +11,8 @@ the supervisor's own ``serve()``/``drain()`` loops and timers (:mod:`properties.
 and its command ``--once``; before all of them, the corners no schedule reaches (a few
 seconds, deterministic): its ``fork`` and ``exec`` modes, its pool kept whole as idle
 workers, an unopened spare and itself die, a worker that cannot open
-(:mod:`properties.pool_modes`, :mod:`properties.pool_kept`), its stop of stalled workers
-(:mod:`properties.pool_stall`).
+(:mod:`properties.pool_modes`, :mod:`properties.pool_kept`, :mod:`properties.pool_open`),
+its stop of stalled workers (:mod:`properties.pool_stall`).
 Not shrunk; the first failure is the verdict.
 
 The supervisor is built in this process and forks its pool workers from it, so they run
@@ -36,9 +36,10 @@ from agent_runtime.observe.metrics import MULTIPROC_ENV
 from agent_runtime.store.journal import Journal
 
 from ..events import Event
-from ..pool_kept import kept_problems, open_problems
+from ..pool_kept import kept_problems
 from ..pool_loop import loop_problems
 from ..pool_modes import mode_problems
+from ..pool_open import open_problems
 from ..pool_runner import PoolRunner
 from ..pool_stall import stall_problems
 from ..pool_states import SETTINGS as STATES
@@ -174,8 +175,9 @@ def _command_once(url: str, pool: PoolRunner | None = None) -> str | None:
     ``pool`` (a reset runner), is given one pending run of the seed's agent and the
     runner's mocks: its signals installed as in production, it claims the run, its pool
     worker finishes it, and its stop hears that worker's SIGCHLD on its wake-up pipe; the
-    run must be done. And a bad ``--prune-after`` is one clear line and exit 2, no
-    traceback."""
+    run must be done, and no worker SIGKILLed (each dies by the stop's SIGTERM: a forked
+    worker does not keep the supervisor's handlers). And a bad ``--prune-after`` is one
+    clear line and exit 2, no traceback."""
     env = {**os.environ, "DATABASE_URL": url}
     bad = [sys.executable, "-m", "agent_runtime.supervisor", "--once", "--prune-after", "soon"]
     done = subprocess.run(bad, env=env, capture_output=True, text=True, timeout=60)
@@ -215,6 +217,9 @@ def _command_once(url: str, pool: PoolRunner | None = None) -> str | None:
         ]
         if any(Path(d).exists() for d in left):
             return f"the supervisor's command --once ({how}) left its metrics directory {left}"
+        killed = [line for line in said if "worker-" in line and "code=-9" in line]
+        if killed:  # a worker its stop SIGKILLed: it kept the supervisor's SIGTERM handler
+            return f"the supervisor's command --once ({how}) SIGKILLed its workers: {killed}"
         if run is not None and pool is not None:
             status = (got := Journal(pool.conn).get_run(run)) and got.status
             if status != "done":
