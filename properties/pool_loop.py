@@ -9,8 +9,8 @@ with the schedules' agents, mocks and pool workers, but no gates:
 - ``pool_serve``: ``serve()`` (not ``--once``) on a thread, against runs of two kinds,
   claims and finishes them, keeps passing while idle (two idle passes: it must not
   return; at least one of two idle waits lasts most of its poll: it does not spin) with
-  a pool worker alive and idle for the next run, and returns 0 once its
-  SIGTERM handler (``_on_stop``) ran, every worker gone;
+  a pool worker alive and idle for the next run, goes on passing after a database crash,
+  and returns 0 once its SIGTERM handler (``_on_stop``) ran, every worker gone;
 - ``pool_drain``: ``drain()`` on a thread returns, and only once every run is done and
   no worker holds one;
 - ``pool_timer``: passes of ``sweep()`` at every eighth of a poll of a frozen
@@ -248,6 +248,7 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
                 "stays for the next run",
             )
         )
+    problems += _survives_db_crash(runner, loop)
     loop.supervisor._on_stop(signal.SIGTERM, None)  # its SIGTERM handler
     if not loop.join(supervision.STOP_GRACE + LOOP_WAIT):
         loop.abandon()
@@ -264,6 +265,28 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
         )
     problems += killed_at_stop(loop.workers, "serve()")
     return problems
+
+
+def _survives_db_crash(runner: PoolRunner, loop: Looping) -> list[Violation]:
+    """The database crashes under an idle ``serve()``: its next pass fails, and it goes on
+    (says so, reconnects) for :data:`IDLE_PASSES` passes more."""
+    if runner.server is None:
+        return []
+    runner.server.crash()
+    passes = loop.passes
+    _wait_until(lambda: loop.passes >= passes + IDLE_PASSES or not loop.alive)
+    if loop.alive and loop.passes >= passes + IDLE_PASSES:
+        return []
+    return [
+        Violation(
+            "pool_serve",
+            None,
+            None,
+            f"serve() {'returned ' + str(loop.returned) if not loop.alive else 'stopped passing'}"
+            " after a database crash: a serving supervisor says the error, reconnects and "
+            "goes on (leases settle the rest)",
+        )
+    ]
 
 
 def drain_problems(runner: PoolRunner) -> list[Violation]:

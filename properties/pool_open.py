@@ -6,7 +6,8 @@ worker's open (as :mod:`properties.pool_kept`, no gates):
 - ``pool_open``: a pool worker that cannot open (its in-process transports name a remote
   there is none of, or raise a bug) exits with the error's code (2, or 70 for the bug),
   says why in one ERROR line naming the run it was started for, and is not started again
-  and again: no spare while none opened.
+  and again: no spare while none opened. The run it held says so: ``the worker exited
+  with code N (see its log)``.
 
 The waits on real time are for processes to do their work (:data:`LOOP_WAIT`), never to
 expire anything.
@@ -24,6 +25,7 @@ import httpx
 
 from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import EXIT_SOFTWARE, EXIT_USAGE
+from agent_runtime.store.journal import Journal
 
 from .pool_kept import SETTLE
 from .pool_loop import LOOP_POLL, LOOP_WAIT, create_runs
@@ -94,6 +96,18 @@ def _unopened(runner: PoolRunner, *, broken: bool) -> list[Violation]:
     else:
         wanted, what, exit_code = f"ERROR ConfigError run={run} error=", UNKNOWN_REMOTE, EXIT_USAGE
     code = [w.exit_code for w in started]
+    held = Journal(runner.conn).get_run(run)
+    failure = held.failure if held is not None else None
+    told = f"the worker exited with code {exit_code} (see its log)"
+    if failure != told:  # what the run says of it: the supervisor's words, its code
+        problems.append(
+            Violation(
+                "pool_open",
+                run,
+                None,
+                f"the run of a pool worker that could not open says {failure!r}, not {told!r}",
+            )
+        )
     if code != [exit_code] or wanted not in text or what not in text or left:
         problems.append(
             Violation(
