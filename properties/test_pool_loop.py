@@ -19,7 +19,7 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 from .pool_loop import drain_problems, loop_problems, serve_problems, timer_problems
 from .pool_runner import PoolRunner
 from .server import SuiteDatabase
-from .violations import Violation
+from .violations import text_of_kind
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +29,6 @@ def loop_runner(suite_database: SuiteDatabase) -> Iterator[PoolRunner]:
         yield runner
     finally:
         runner.close()
-
-
-def _found(problems: list[Violation], kind: str) -> str:
-    text = "\n".join(str(p) for p in problems)
-    assert any(p.kind == kind for p in problems), f"no {kind}; found: {text or 'nothing'}"
-    return text
 
 
 @pytest.fixture
@@ -63,7 +57,7 @@ class _QuitsWhenIdle(Supervisor):
 
 def test_a_supervisor_that_stops_serving_when_idle_is_caught(planted: PoolRunner) -> None:
     planted.world.supervisor_class = _QuitsWhenIdle
-    assert "before any stop" in _found(serve_problems(planted), "pool_serve")
+    assert "before any stop" in text_of_kind(serve_problems(planted), "pool_serve")
 
 
 class _Hasty(Supervisor):
@@ -79,7 +73,7 @@ class _Hasty(Supervisor):
 
 def test_a_drain_that_returns_while_workers_hold_runs_is_caught(planted: PoolRunner) -> None:
     planted.world.supervisor_class = _Hasty
-    assert "while workers held" in _found(drain_problems(planted), "pool_drain")
+    assert "while workers held" in text_of_kind(drain_problems(planted), "pool_drain")
 
 
 class _Endless(Supervisor):
@@ -94,7 +88,7 @@ class _Endless(Supervisor):
 
 def test_a_drain_that_never_returns_is_caught(planted: PoolRunner) -> None:
     planted.world.supervisor_class = _Endless
-    assert "had not returned" in _found(drain_problems(planted), "pool_drain")
+    assert "had not returned" in text_of_kind(drain_problems(planted), "pool_drain")
 
 
 class _Slack(Supervisor):
@@ -130,7 +124,7 @@ def test_a_timer_that_fires_too_seldom_is_caught(
     planted: PoolRunner, planted_class: type[Supervisor], said: str
 ) -> None:
     planted.world.supervisor_class = planted_class
-    assert said in _found(timer_problems(planted), "pool_timer")
+    assert said in text_of_kind(timer_problems(planted), "pool_timer")
 
 
 class _Abrupt(Supervisor):
@@ -148,5 +142,5 @@ def test_a_serving_supervisor_that_kills_its_workers_at_its_stop_is_caught(
 ) -> None:
     monkeypatch.setattr(supervision, "STOP_GRACE", 0.2)  # the grace it waits for nothing
     planted.world.supervisor_class = _Abrupt
-    found = _found(serve_problems(planted), "pool_stop")
+    found = text_of_kind(serve_problems(planted), "pool_stop")
     assert "of the stopping serve() supervisor was SIGKILLed" in found

@@ -21,7 +21,7 @@ from .pool_open import open_problems
 from .pool_runner import PoolRunner
 from .pool_stall import stall_problems
 from .server import SuiteDatabase
-from .violations import Violation
+from .violations import text_of_kind
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +39,6 @@ def planted(modes_runner: PoolRunner) -> Iterator[PoolRunner]:
         yield modes_runner
     finally:
         modes_runner.world.supervisor_class = Supervisor
-
-
-def _found(problems: list[Violation], kind: str) -> str:
-    text = "\n".join(str(p) for p in problems)
-    assert any(p.kind == kind for p in problems), f"no {kind}; found: {text or 'nothing'}"
-    return text
 
 
 def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
@@ -70,7 +64,7 @@ class _Impatient(Supervisor):
 
 def test_a_stop_that_kills_stalled_workers_before_the_grace_is_caught(planted: PoolRunner) -> None:
     planted.world.supervisor_class = _Impatient
-    assert "SIGKILLs at [0.0, 0.0]s" in _found(stall_problems(planted), "pool_grace")
+    assert "SIGKILLs at [0.0, 0.0]s" in text_of_kind(stall_problems(planted), "pool_grace")
 
 
 class _Unreplacing(Supervisor):
@@ -101,7 +95,7 @@ def test_a_pool_not_kept_whole_is_caught(
     planted: PoolRunner, planted_class: type[Supervisor], said: str
 ) -> None:
     planted.world.supervisor_class = planted_class
-    assert said in _found(kept_problems(planted), "pool_kept")
+    assert said in text_of_kind(kept_problems(planted), "pool_kept")
 
 
 class _PoolAnyway(Supervisor):
@@ -117,4 +111,4 @@ class _PoolAnyway(Supervisor):
 
 def test_a_fork_supervisor_that_starts_pool_workers_is_caught(planted: PoolRunner) -> None:
     planted.world.supervisor_class = _PoolAnyway
-    assert "(pipe, exit" in _found(spawn_problems(planted, "fork"), "pool_spawn")
+    assert "(pipe, exit" in text_of_kind(spawn_problems(planted, "fork"), "pool_spawn")

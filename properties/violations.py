@@ -30,3 +30,11 @@ def raise_if(found: list[Violation]) -> None:
         raise found[0]
     if found:
         raise Violations(found)
+
+
+def text_of_kind(problems: list[Violation], kind: str) -> str:
+    """All of ``problems`` as text, once one of them is of ``kind`` (a planted slip's test:
+    its check must have caught it); AssertionError naming what was found instead."""
+    text = "\n".join(str(p) for p in problems)
+    assert any(p.kind == kind for p in problems), f"no {kind}; found: {text or 'nothing'}"
+    return text
