@@ -15,8 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from agent_runtime.supervisor.supervision import Supervisor
+
 from . import profiles as profiles  # registers dev, ci and nightly
 from .exploring import Exploration, explore
+from .pool_runner import PoolRunner
 from .runners import InProcessRunner, ProcessRunner
 from .server import SuiteDatabase
 
@@ -87,3 +90,24 @@ def runner(suite_database: SuiteDatabase) -> Iterator[InProcessRunner]:
         yield made
     finally:
         made.close()
+
+
+@pytest.fixture(scope="module")
+def bare_pool(suite_database: SuiteDatabase) -> Iterator[PoolRunner]:
+    """A pool runner of the module's own, for checks that build their own supervisors of
+    its world's class (the loop, the corners) rather than replay schedules."""
+    made = PoolRunner(suite_database.url, server=suite_database)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def planted(bare_pool: PoolRunner) -> Iterator[PoolRunner]:
+    """``bare_pool`` for a test that plants a broken supervisor class in its world: the
+    real one is put back after it."""
+    try:
+        yield bare_pool
+    finally:
+        bare_pool.world.supervisor_class = Supervisor

@@ -5,7 +5,6 @@ fails on a supervisor with the slip planted (the mutants of gap class 20)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from signal import SIGTERM
 
 import pytest
@@ -18,31 +17,13 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from .pool_loop import drain_problems, loop_problems, serve_problems, timer_problems
 from .pool_runner import PoolRunner
-from .server import SuiteDatabase
 from .violations import text_of_kind
 
 
-@pytest.fixture(scope="module")
-def loop_runner(suite_database: SuiteDatabase) -> Iterator[PoolRunner]:
-    runner = PoolRunner(suite_database.url, server=suite_database)
-    try:
-        yield runner
-    finally:
-        runner.close()
-
-
-@pytest.fixture
-def planted(loop_runner: PoolRunner) -> Iterator[PoolRunner]:
-    try:
-        yield loop_runner
-    finally:
-        loop_runner.world.supervisor_class = Supervisor
-
-
 def test_the_real_supervisors_loop_serves_drains_and_keeps_its_timers(
-    loop_runner: PoolRunner,
+    bare_pool: PoolRunner,
 ) -> None:
-    assert loop_problems(loop_runner) == []
+    assert loop_problems(bare_pool) == []
 
 
 class _QuitsWhenIdle(Supervisor):

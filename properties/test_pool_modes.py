@@ -6,8 +6,6 @@ planted."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agent_runtime.store.records import Lease, RunTask
@@ -20,34 +18,16 @@ from .pool_modes import mode_problems, spawn_problems
 from .pool_open import open_problems
 from .pool_runner import PoolRunner
 from .pool_stall import stall_problems
-from .server import SuiteDatabase
 from .violations import text_of_kind
 
 
-@pytest.fixture(scope="module")
-def modes_runner(suite_database: SuiteDatabase) -> Iterator[PoolRunner]:
-    runner = PoolRunner(suite_database.url, server=suite_database)
-    try:
-        yield runner
-    finally:
-        runner.close()
-
-
-@pytest.fixture
-def planted(modes_runner: PoolRunner) -> Iterator[PoolRunner]:
-    try:
-        yield modes_runner
-    finally:
-        modes_runner.world.supervisor_class = Supervisor
-
-
 def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
-    modes_runner: PoolRunner,
+    bare_pool: PoolRunner,
 ) -> None:
-    assert mode_problems(modes_runner) == []
-    assert kept_problems(modes_runner) == []
-    assert open_problems(modes_runner) == []
-    assert stall_problems(modes_runner) == []
+    assert mode_problems(bare_pool) == []
+    assert kept_problems(bare_pool) == []
+    assert open_problems(bare_pool) == []
+    assert stall_problems(bare_pool) == []
 
 
 class _Impatient(Supervisor):
