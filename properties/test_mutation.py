@@ -135,6 +135,14 @@ def test_an_equivalent_mutant_annotation_round_trips(tmp_path: Path) -> None:
     assert "**open**" in out.read_text()
 
 
+def test_a_mutant_argued_equivalent_twice_is_refused(tmp_path: Path) -> None:
+    annotations = tmp_path / "equivalent.toml"
+    twice = report.annotation("acting:f:AddNot:x", "one why") + "\n"
+    annotations.write_text(twice + report.annotation("acting:f:AddNot:x", "another why"))
+    with pytest.raises(ValueError, match="acting:f:AddNot:x is argued equivalent twice"):
+        report.load_annotations(annotations)
+
+
 def test_every_module_of_the_supervisor_package_is_mutated_with_the_pool_stage() -> None:
     """The Supervisor class (supervision, takeback, unserved) runs only in the pool stage:
     each module of the package is a protocol module, and each of them gets the pool stage

@@ -65,7 +65,13 @@ def load_annotations(path: Path = ANNOTATIONS) -> dict[str, str]:
     if not path.exists():
         return {}
     tables = tomllib.loads(path.read_text("utf-8")).get("equivalent", [])
-    return {str(t["id"]): str(t["why"]) for t in tables}
+    found: dict[str, str] = {}
+    for table in tables:
+        mutant_id = str(table["id"])
+        if mutant_id in found:  # two reasons for one mutant: which one holds is unsaid
+            raise ValueError(f"{path}: mutant {mutant_id} is argued equivalent twice")
+        found[mutant_id] = str(table["why"])
+    return found
 
 
 def annotation(mutant_id: str, why: str) -> str:
