@@ -15,11 +15,12 @@ is driven pass by pass (``reap()``, ``sweep()``) through the deaths no schedule 
   and it is replaced, the pool keeping its size. The next run goes to an open worker, not
   to the replacement still opening. Once every open worker is busy a spare is started; a
   spare that dies before it opened is said, not replaced, and no other spare is tried
-  until a worker opens again. Once stopping, a pass claims nothing. When the supervisor
-  dies (its socket to the server closes
-  without a goodbye, its pipes close), its backend ends at once (no worker kept a copy of
-  that socket: a killed supervisor's locks must not outlive it) and every idle worker
-  leaves with ``EXIT_DONE``.
+  until a worker opens again. A worker that hangs holding a run until its lease has run
+  out is killed, reaped and its run handed on in one pass. Once stopping, a pass claims
+  nothing. When the supervisor dies (its socket to the server closes without a goodbye,
+  its pipes close), its backend ends at once (no worker kept a copy of that socket: a
+  killed supervisor's locks must not outlive it) and every idle worker leaves with
+  ``EXIT_DONE``.
 
 
 The waits on real time are for processes to do their work (:data:`LOOP_WAIT`), never to
@@ -182,6 +183,8 @@ def _kept(
     if not passes_until(sup, lambda: not unfinished(runner, everything)):
         wrong(f"{released} not done in {LOOP_WAIT:g}s after its backoff passed")
         return False
+    if not _hung_taken_back(runner, sup, wrong, said):
+        return False
     (late,) = create_runs(runner, "late", ("provisioning",), reset=False)
     sup.stopping = True  # what its SIGTERM handler does, here between two passes
     sup.reap()
@@ -193,6 +196,38 @@ def _kept(
             f"owner {row['owner']}: once stopping it claims nothing"
         )
     _hang_up(runner, sup, wrong)
+    return True
+
+
+def _hung_taken_back(
+    runner: PoolRunner, sup: Supervisor, wrong: Callable[[str], None], said: Said
+) -> bool:
+    """A worker hangs (SIGSTOP) holding a run until its lease has run out: the pass whose
+    watchdog kills it also reaps it and hands the run to another worker."""
+    (hung,) = create_runs(runner, "hung", ("provisioning",), reset=False)
+    sup.reap()
+    sup.sweep()
+    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == hung), None)
+    if holder is None:
+        wrong(f"run {hung} was not handed out while workers {sorted(sup.workers)} were idle")
+        return False
+    holder.signal(signal.SIGSTOP)
+    runner._advance(sup.settings.lease + 1.0)  # its lease ran out a second ago
+    sup._next_watch = 0.0  # its watchdog is due (it looks twice a poll of real time)
+    sup.sweep()
+    taker = next((w for w in sup.busy if w.lease and w.lease.run_id == hung), None)
+    if holder.pid in sup.workers or taker is None or taker is holder:
+        wrong(
+            f"the pass whose watchdog killed hung worker {holder.pid} (run {hung}) left it "
+            f"among its workers ({holder.pid in sup.workers}) and {hung} with "
+            f"{taker and taker.pid}: that pass reaps it and hands the run on at once"
+        )
+        return False
+    if not _said(said, f"worker-hung run={hung} "):
+        wrong(f"the hung worker {holder.pid}'s kill was not said: worker-hung run={hung}")
+    if not passes_until(sup, lambda: not unfinished(runner, [hung])):
+        wrong(f"{hung} not done in {LOOP_WAIT:g}s after its hung worker was killed")
+        return False
     return True
 
 
