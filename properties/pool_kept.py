@@ -33,7 +33,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -75,16 +75,22 @@ def passes_until(supervisor: Supervisor, done: Callable[[], bool]) -> bool:
         supervisor._wait(0.05)
 
 
-def kill_and_reap(supervisor: Supervisor, proc: WorkerProcess) -> bool:
-    """SIGKILL ``proc`` and reap until the supervisor let it go (no sweep in between)."""
-    proc.signal(signal.SIGKILL)
+def reap_until_gone(supervisor: Supervisor, pids: Collection[int]) -> bool:
+    """Reap (no sweep in between) until the supervisor let every one of ``pids`` go;
+    False if :data:`LOOP_WAIT` passed first."""
     deadline = time.monotonic() + LOOP_WAIT
-    while proc.pid in supervisor.workers:
+    while any(pid in supervisor.workers for pid in pids):
         if time.monotonic() > deadline:
             return False
         supervisor.reap()
         time.sleep(SETTLE)
     return True
+
+
+def kill_and_reap(supervisor: Supervisor, proc: WorkerProcess) -> bool:
+    """SIGKILL ``proc`` and reap until the supervisor let it go (no sweep in between)."""
+    proc.signal(signal.SIGKILL)
+    return reap_until_gone(supervisor, [proc.pid])
 
 
 def _dead(pid: int) -> bool:
@@ -257,9 +263,9 @@ def _dead_and_replaced(
         return None
     taker.signal(signal.SIGSTOP)
     stopped.append(taker)
-    while victim.pid in sup.workers:
-        sup.reap()
-        time.sleep(SETTLE)
+    if not reap_until_gone(sup, [victim.pid]):
+        wrong(f"the supervisor never let go of its dead idle worker {victim.pid}")
+        return None
     if not _said(said, f"worker-gone pid={victim.pid} code=-9"):
         wrong(f"an idle worker's death (SIGKILL, pid {victim.pid}) was not said: worker-gone")
     sup.sweep()

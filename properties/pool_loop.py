@@ -38,7 +38,7 @@ from agent_runtime.crash import CrashPlan
 from agent_runtime.store.journal import Journal
 from agent_runtime.supervisor import supervision, unserved
 from agent_runtime.supervisor.supervision import Supervisor
-from agent_runtime.supervisor.workerpool import WorkerProcess
+from agent_runtime.supervisor.workerpool import Transports, WorkerProcess
 
 from . import sqlfile
 from .pilots import no_jitter
@@ -149,12 +149,19 @@ class Looping:
                     os.waitpid(proc.pid, 0)
 
 
-def loop_supervisor(runner: PoolRunner, poll: float, spawn: str = "pool") -> Supervisor:
-    """A supervisor of the world's class, its agents and worker setup, without gates."""
+def loop_supervisor(
+    runner: PoolRunner, poll: float, spawn: str = "pool", transports: Transports | None = None
+) -> Supervisor:
+    """A supervisor of the world's class, its agents and worker setup (or ``transports``),
+    without gates."""
     world = runner.world
     settings = world.settings.with_changes(crash=CrashPlan(), poll=poll)
     supervisor = world.supervisor_class(
-        runner.url, settings, spawn=spawn, agents=world.agents, worker_transports=world.setup
+        runner.url,
+        settings,
+        spawn=spawn,
+        agents=world.agents,
+        worker_transports=transports or world.setup,
     )
     supervisor.backoff = settings.run_backoff_rule(no_jitter)
     return supervisor

@@ -9,26 +9,24 @@ worker's open (as :mod:`properties.pool_kept`, no gates):
   and again: no spare while none opened. The run it held says so: ``the worker exited
   with code N (see its log)``.
 
-The waits on real time are for processes to do their work (:data:`LOOP_WAIT`), never to
-expire anything.
+The waits on real time are for processes to do their work (bounded by
+:data:`~properties.pool_loop.LOOP_WAIT`), never to expire anything.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import httpx
 
-from agent_runtime.crash import CrashPlan
 from agent_runtime.errors import EXIT_SOFTWARE, EXIT_USAGE
 from agent_runtime.store.journal import Journal
 
-from .pool_kept import SETTLE
-from .pool_loop import LOOP_POLL, LOOP_WAIT, create_runs
+from .pool_kept import reap_until_gone
+from .pool_loop import LOOP_POLL, create_runs, loop_supervisor
 from .pool_stop import shut_down
 from .violations import Violation
 
@@ -69,23 +67,12 @@ def _unopened(runner: PoolRunner, *, broken: bool) -> list[Violation]:
     (run,) = create_runs(runner, "unopened", ("provisioning",))
     log_path = runner.log_dir / "unopened.log"
     log_path.unlink(missing_ok=True)
-    world = runner.world
-    settings = world.settings.with_changes(crash=CrashPlan(), poll=LOOP_POLL)
-    sup = world.supervisor_class(
-        runner.url,
-        settings,
-        spawn="pool",
-        agents=world.agents,
-        worker_transports=_Unopenable(log_path, broken=broken),
-    )
+    sup = loop_supervisor(runner, LOOP_POLL, transports=_Unopenable(log_path, broken=broken))
     problems: list[Violation] = []
     sup.reap()
     sup.sweep()
     started = list(sup.workers.values())
-    deadline = time.monotonic() + LOOP_WAIT
-    while sup.workers and time.monotonic() < deadline:
-        sup.reap()
-        time.sleep(SETTLE)
+    reap_until_gone(sup, [w.pid for w in started])  # bounded: a worker left is judged below
     sup.reap()
     sup.sweep()
     left = len(sup.workers)
