@@ -22,7 +22,6 @@ never sent again, and that a redo sends once more at most once.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from agent_runtime.errors import RunUnavailable
@@ -34,8 +33,9 @@ from .baseline import Baseline
 from .disruptions import Disruptions
 from .driving import FENCED, WorkerRec
 from .events import Event
-from .observe import CallRow, DecisionRow, Snapshot
-from .pilots import Exit, Gate
+from .fences import Fence, fence_of, journal_written, retry_fence
+from .observe import Snapshot
+from .pilots import CRASHED, DONE, Exit, Gate
 from .remotes import Answer
 from .violations import Violation
 
@@ -44,17 +44,6 @@ from .violations import Violation
 REMOTES_FENCED_ON_CANCEL: Final = True
 ACCEPTED: Final = frozenset({"created", "already_done"})  # a remote acted, or said it had
 CANCEL_REASON: Final = "the schedule's operator"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Fence:
-    """A cancelled run as the snapshot right after the cancel saw it."""
-
-    generation: int
-    decisions: dict[int, DecisionRow]
-    calls: dict[int, CallRow]
-    model_calls: int
-    answered: dict[str, int]  # by remote, the last answer logged before the cancel
 
 
 class Operators(Disruptions):
@@ -70,6 +59,7 @@ class Operators(Disruptions):
         # the generation each run had when an operator's retry cleared its owner: a worker
         # of that generation or older is fenced from then on, by the operator's hand
         self.retried_at: dict[str, int] = {}
+        self.retried: dict[str, Fence] = {}  # each retried run as the retry left it
 
     # -- events --------------------------------------------------------------------------------
 
@@ -84,17 +74,7 @@ class Operators(Disruptions):
             return f"refused: the run is {self._status(run)}"
         if done.already:
             return "refused: already cancelled"
-        now = self.observe()
-        answered: dict[str, int] = {}
-        for a in now.answers:
-            answered[a.remote] = max(answered.get(a.remote, 0), a.seq)
-        self.cancelled[run] = Fence(
-            generation=now.runs[run].generation,
-            decisions=dict(now.decisions.get(run, {})),
-            calls=dict(now.calls.get(run, {})),
-            model_calls=now.model_calls.get(run, 0),
-            answered=answered,
-        )
+        self.cancelled[run] = fence_of(self.observe(), run)
         self.operated.add(run)
         self._count_operator("cancel")
         at = [f"{w.label} at {g.point} seq={g.seq}" for w, g in self._at_gates(run)]
@@ -104,6 +84,9 @@ class Operators(Disruptions):
         run = e.run_name
         if run not in self.started:
             return "skipped (not started)"
+        lease = sqlfile.one(self.conn, "lease_of", {"run": run})
+        live = lease is not None and lease["owner"] is not None
+        live = live and lease is not None and lease["lease_expires_at"] > lease["now"]
         try:
             done = retry_run(self.conn, run)
         except RunUnavailable:
@@ -112,10 +95,21 @@ class Operators(Disruptions):
             if held in ("pending", "running"):
                 held = "held by a live lease"
             return f"refused: the run is {held}"
+        if live and lease is not None:
+            self.problems.append(
+                Violation(
+                    "retried",
+                    run,
+                    None,
+                    f"an operator's retry took the run from {lease['owner']}, whose lease was "
+                    f"live until {lease['lease_expires_at']}: a held run's retry is refused",
+                )
+            )
         self.operated.add(run)
-        generation = self._run_generation(run)
-        if generation is not None:
-            self.retried_at[run] = generation
+        seen = self.observe()
+        if run in seen.runs:
+            self.retried[run] = fence_of(seen, run)
+            self.retried_at[run] = seen.runs[run].generation
         self._count_operator("retry")
         was, now = done.past.previous_status, self._status(run)
         want = "pending" if was == "failed" else was  # a free run keeps its status
@@ -207,15 +201,64 @@ class Operators(Disruptions):
     # -- how a worker may end, and what the checks excuse --------------------------------------
 
     def _expected(self, w: WorkerRec, message: Exit) -> bool:
-        """A worker of a cancelled run is refused at its next write, or at its claim."""
+        """A worker of a cancelled run is refused at its next write, or at its claim; one
+        whose run an operator retried under it can never finish it (its finish is a write)."""
         refused = message.kind in FENCED or message.kind == "RunUnavailable"
         if refused and w.run in self.cancelled and self._status(w.run) == "cancelled":
             return True
-        if message.kind in FENCED and w.run in self.retried_at:  # its lease lapsed, retried
-            gen = self._generation(w)
-            if gen is not None and gen <= self.retried_at[w.run]:
-                return True
+        fenced_by = self._fenced_by_operator(w)
+        if message.kind in FENCED and fenced_by == "retry":  # its lease lapsed, retried
+            return True
+        if message.kind == DONE and fenced_by == "retry":
+            return False
         return super()._expected(w, message)
+
+    def _fenced_by_operator(self, w: WorkerRec) -> str | None:
+        """``cancel`` or ``retry`` when an operator's action took ``w``'s run while ``w``
+        held it (without a new generation: the owner cleared), else None."""
+        gen = self._generation(w)
+        if gen is None:
+            return None
+        fence = self.cancelled.get(w.run)
+        if fence is not None and gen <= fence.generation:
+            return "cancel"
+        retried = self.retried_at.get(w.run)
+        return "retry" if retried is not None and gen <= retried else None
+
+    def _check_failed(self, w: WorkerRec, message: Exit) -> None:
+        if self._fenced_by_operator(w) is None:  # else its failure was refused: _ended
+            super()._check_failed(w, message)
+
+    def _check_released(self, w: WorkerRec, message: Exit) -> None:
+        if self._fenced_by_operator(w) is None:  # else its release was refused: _ended
+            super()._check_released(w, message)
+
+    def _ended(self, w: WorkerRec, message: Exit) -> str:
+        said = super()._ended(w, message)
+        fenced_by = self._fenced_by_operator(w)
+        if fenced_by is not None and message.kind not in (DONE, CRASHED, *FENCED):
+            self._check_nothing_recorded(w, message, fenced_by)
+        return said
+
+    def _check_nothing_recorded(self, w: WorkerRec, message: Exit, fenced_by: str) -> None:
+        """``w`` stopped (any error) after an operator took its run: its stop, a failure or
+        a release, is refused like any write of a fenced worker, so the run must not carry
+        it (``operator_fence``; a cancelled run's state is ``cancel_fence``'s to judge)."""
+        row = sqlfile.one(self.conn, "failed_run", {"run": w.run})
+        if row is None or row["generation"] != self._generation(w):
+            return  # claimed since: the claim fenced it again
+        if message.kind in (row["failure"] or ""):
+            self.problems.append(
+                Violation(
+                    "operator_fence",
+                    w.run,
+                    w.gate.seq if w.gate else None,
+                    f"{w.label} stopped with {message.kind} after an operator's {fenced_by} "
+                    f"took its run (generation {row['generation']}), yet the run is "
+                    f"{row['status']}, owned by {row['owner']}, failure {row['failure']!r}: "
+                    "a worker fenced by an operator records nothing at its stop",
+                )
+            )
 
     def _operated(self) -> set[str]:
         return set(self.operated)
@@ -227,7 +270,13 @@ class Operators(Disruptions):
         return found
 
     def _lease_checks(self, now: Snapshot) -> list[Violation]:
-        return super()._lease_checks(now) + self._fenced_by_cancel(now) + self._confirms(now)
+        by_retry = [retry_fence(run, fence, now) for run, fence in self.retried.items()]
+        return (
+            super()._lease_checks(now)
+            + self._fenced_by_cancel(now)
+            + [v for v in by_retry if v is not None]
+            + self._confirms(now)
+        )
 
     def _fenced_by_cancel(self, now: Snapshot) -> list[Violation]:
         found: list[Violation] = []
@@ -238,14 +287,7 @@ class Operators(Disruptions):
                 said.append(f"it is {row.status} again")
             if row is not None and row.generation != fence.generation:
                 said.append(f"it was claimed (generation {fence.generation} -> {row.generation})")
-            for seq, d in now.decisions.get(run, {}).items():
-                if fence.decisions.get(seq) != d:
-                    said.append(f"decision seq={seq} ({d.tool}) was written")
-            for seq, c in now.calls.get(run, {}).items():
-                old = fence.calls.get(seq)
-                reverted = old is not None and old.state == "confirmed" and c.state == "intent"
-                if old is None or (old.state != c.state and not reverted):
-                    said.append(f"{c.key} became {c.state}")
+            said += journal_written(run, fence, now)
             if now.model_calls.get(run, 0) > fence.model_calls:
                 said.append(f"the model was asked ({now.model_calls[run]} calls)")
             if self.remote_fence:

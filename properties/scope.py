@@ -96,7 +96,7 @@ REFUSED_STORIES: Final = scope_stories.REFUSED_STORIES  # one cell: scope_storie
 AT: Final = {
     **dict.fromkeys(RACE_STORIES, RACE_AT),
     **scope_stories.REFUSED_AT,
-    **dict.fromkeys(scope_stories.RETRY_STORIES, (KINDS[0], 0)),
+    **scope_stories.RETRY_AT,
     **scope_stories.EARLY_RESOLVE_AT,
     **scope_stories.SHIFT_AT,
 }
@@ -191,7 +191,7 @@ def story(kind: str, how: str, point: str, seq: int, tool: str = "") -> tuple[Ev
     if how in scope_stories.EARLY_RESOLVE_AT:
         return scope_stories.resolved_early(kind, seq, how)
     if how in scope_stories.RETRY_STORIES:
-        return scope_stories.retried(kind, how)
+        return scope_stories.retried(kind, how, seq)
     if how in RACE_STORIES:  # held inside the write while a restart claims; as outpaced then
         spoiled: tuple[Event, ...] = ()
         if how == "race_send":  # its first request fails; it waits to send again, then races

@@ -95,18 +95,45 @@ def refused(how: str, seq: int) -> tuple[Event, ...]:
 # worker fails it again: the bad answers stay in its history), then of the run while that
 # worker holds a live lease (refused). One cell, at the first kind's first step.
 # retried_db_crash: the database crashes right after the first retry (a durable write).
-RETRY_STORIES: Final = ("retried", "retried_db_crash")
+# The hung stories: a worker hangs (stalled) past its lease at a gate, an operator retries
+# its run (which clears the owner and keeps the generation), and it wakes: every write it
+# makes then must be refused, each story reaching a different first write. hung_asking:
+# its model call and decision; hung_decided: its intent; hung_sending: its second send's
+# start (its first request failed; it hangs waiting to retry); hung_called:
+# its confirm; hung_finished: its run's finish (the final answer's step); hung_failed: its
+# failure (its answer had an invalid call, past max_bad_answers 0); hung_released: its
+# release (its read meets an outage: the only stop of a step that writes nothing before).
+HUNG_AT: Final = {
+    "hung_asking": ("before_decide", "provisioning", 1),
+    "hung_answered": ("after_decide_before_journal", "provisioning", 1),
+    "hung_decided": ("after_decide", "provisioning", 0),
+    "hung_sending": ("retry_wait", "provisioning", 0),
+    "hung_called": ("after_call", "provisioning", 0),
+    "hung_finished": ("after_decide", "provisioning", 3),
+    "hung_failed": ("after_decide", "provisioning", 0),
+    "hung_released": ("after_intent", "support", 0),
+}
+RETRY_AT: Final = {
+    "retried": ("provisioning", 0),
+    "retried_db_crash": ("provisioning", 0),
+    **{how: (kind, seq) for how, (_, kind, seq) in HUNG_AT.items()},
+}
+RETRY_STORIES: Final = tuple(RETRY_AT)
+LAPSED: Final = SETTINGS.lease + 1  # seconds past which a hung worker's lease has lapsed
 
 
-def retried(kind: str, how: str = "retried") -> tuple[Event, ...]:
+def retried(kind: str, how: str, seq: int) -> tuple[Event, ...]:
     """Workers that show the model one bad answer get two (the run fails for good), an
     operator retries it, a sweep hands it to a new worker, the operator retries again while
     that worker holds it (refused: its lease is live), and the worker goes on; or the
-    database crashes right after the first retry (retried_db_crash)."""
+    database crashes right after the first retry (retried_db_crash); or a hung story (see
+    :data:`RETRY_AT`)."""
+    if how.startswith("hung_"):
+        return hung(kind, how, seq)
     failed = (
         Event(op="configure", setting="max_bad_answers", n=1),
         Event(op="start", run=0, agent=kind),
-        Event(op="pause", run=0, point="before_decide", seq=0),
+        Event(op="pause", run=0, point="before_decide", seq=seq),
         Event(op="model_fault", fault="unknown_tool", n=2),
         Event(op="step", run=0),
         Event(op="retry", run=0),
@@ -114,6 +141,32 @@ def retried(kind: str, how: str = "retried") -> tuple[Event, ...]:
     if how == "retried_db_crash":
         return (*failed, Event(op="db_crash"))
     return (*failed, Event(op="sweep"), Event(op="retry", run=0), Event(op="step", run=0))
+
+
+def hung(kind: str, how: str, seq: int) -> tuple[Event, ...]:
+    """Stalled at the step's gate past its lease, retried by an operator, woken; then a
+    sweep at once hands the run to a new worker."""
+    start = Event(op="start", run=0, agent=kind)
+    woken = (
+        Event(op="tick", seconds=LAPSED),
+        Event(op="retry", run=0),
+        Event(op="resume", run=0),
+        Event(op="sweep", seconds=0.0),
+    )
+    stall = Event(op="stall", run=0, point=HUNG_AT[how][0], seq=seq)
+    if how == "hung_failed":
+        return (
+            Event(op="configure", setting="max_bad_answers", n=0),
+            start,
+            Event(op="model_fault", fault="invalid_args", n=1),
+            stall,
+            *woken,
+        )
+    if how == "hung_sending":
+        return (start, Event(op="cloud_fault", fault="fail_before", n=1), stall, *woken)
+    if how == "hung_released":
+        return (start, stall, Event(op="cloud_fault", fault="fail_lookups", n=OUTAGE), *woken)
+    return (start, stall, *woken)
 
 
 # An operator decides the once call too early: while the run's worker still drives it

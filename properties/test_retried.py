@@ -6,7 +6,8 @@ free one keeps its status, and one a worker holds under a live lease is refused.
 worker; ecb2974e: a failed run retried stays failed): the suite's operator retried only
 runs it was right to, and nothing read the status a retry left. The one-cell story
 ``retried`` retries a run that failed for good, then while its next worker holds it; the
-``retried`` check holds the status to the rule.
+``retried`` check holds the status to the rule, and refuses a retry of a run whose lease
+was live when the operator asked.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from .runners import InProcessRunner
 from .scope import story
 
 RETRY = "sql/operator.sql:operator_retry_run"
+# a live lease's run retried: said at the retry (until 2026-12-06 only by the worker's
+# failure the retry had fenced, which the oracle then wrongly wanted recorded)
+HELD = "[retried] run r0: an operator's retry took the run from "
 
 
 def test_a_failed_run_is_retried_and_a_held_one_is_not(runner: InProcessRunner) -> None:
@@ -30,9 +34,9 @@ def test_a_failed_run_is_retried_and_a_held_one_is_not(runner: InProcessRunner) 
 @pytest.mark.parametrize(
     ("mutant", "said"),
     [
-        ("drop_conjunct:93a3d37c", "[failed] run r0 step 2: w2 stopped with TooManyBadAnswers"),
-        ("flip_comparison:d2107933", "[failed] run r0 step 2: w2 stopped with TooManyBadAnswers"),
-        ("flip_comparison:a5593ca2", "[failed] run r0 step 2: w2 stopped with TooManyBadAnswers"),
+        ("drop_conjunct:93a3d37c", HELD),
+        ("flip_comparison:d2107933", HELD),
+        ("flip_comparison:a5593ca2", HELD),
         ("flip_comparison:ecb2974e", "[retried] run r0: an operator's retry of a failed run"),
     ],
 )

@@ -23,6 +23,7 @@ from .scope_stories import (
     EARLY_RESOLVE_AT,
     LANDING_STORIES,
     REFUSED_AT,
+    RETRY_AT,
     RETRY_STORIES,
     SHIFT_AT,
 )
@@ -75,7 +76,7 @@ def test_the_grid_disrupts_every_step_of_every_kind_at_every_point(
         [cell] = [c for c in grid(inprocess_runner) if c.how == how]
         assert (cell.kind, cell.seq) == (KINDS[0], 0)
         assert {e.run for e in cell.events if e.run is not None} == {2}
-    for how, (kind, seq) in {**REFUSED_AT, **SHIFT_AT}.items():  # one cell each, there
+    for how, (kind, seq) in {**REFUSED_AT, **SHIFT_AT, **RETRY_AT}.items():  # one cell each
         [cell] = [c for c in grid(inprocess_runner) if c.how == how]
         assert (cell.kind, cell.seq) == (kind, seq)
     for how in LANDING_STORIES:  # only at the checked send
