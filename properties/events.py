@@ -16,6 +16,8 @@ op                 what happens                                    fields
 ``stall``          the run's worker freezes at ``point``: it stops  run, point, seq?
                    renewing its lease (it stays alive: a zombie
                    once its lease runs out and the run is taken)
+``thaw``           the run's oldest stalled worker wakes where it  run
+                   stands: it beats again, its work still waits
 ``resume``         the run's oldest frozen or outpaced worker      run
                    comes back (finishes its step, or is fenced)
 ``restart``        a new worker takes the run over (in-process:    run
@@ -120,7 +122,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
 
@@ -129,10 +131,10 @@ from agent_runtime.crash import CRASH_POINTS
 from .agents import DEFAULT_KIND, KINDS
 from .waits import WAIT_POINT
 
-FORMAT: Final = "crashresume.schedule/5"
+FORMAT: Final = "crashresume.schedule/6"
 # /1 had no tick, heartbeat, db_crash; /2 no agent (every run the seed's) and no resolve;
-# /3 no cancel, no retry, no resolve choice; /4 no configure
-READABLE: Final = (FORMAT, *(f"crashresume.schedule/{n}" for n in (4, 3, 2, 1)))
+# /3 no cancel, no retry, no resolve choice; /4 no configure; /5 no thaw
+READABLE: Final = (FORMAT, *(f"crashresume.schedule/{n}" for n in (5, 4, 3, 2, 1)))
 RUNS: Final = 3  # runs a schedule may interleave: r0, r1, r2
 OPS: Final = (
     "start",
@@ -161,6 +163,7 @@ OPS: Final = (
     "orphan_sweep",
     "race",  # the small scope's race stories place it; the machine does not draw it
     "race_claim",  # as race
+    "thaw",  # as race
 )
 CLOUD_FAULTS: Final = ("fail_before", "drop_after", "latency", "hold_next")
 DESK_FAULTS: Final = ("fail_lookups",)  # the desk's own knob: the scope's stories arm it
@@ -170,10 +173,10 @@ _RUN_OPS: Final = frozenset(OPS) - {
     "sweep", "cloud_fault", "model_fault", "tick", "db_crash", "land", "configure",
     "orphan_sweep",
 }  # fmt: skip
-# the settings a configure event may change, each with the most it may set
 # where a worker can be paused, crashed or stalled: the runtime's crash points, and a retry
 # wait (properties.waits: a tool's backoff, or its client's wait before a re-send)
 GATES: Final = (*CRASH_POINTS, WAIT_POINT)
+# the settings a configure event may change, each with the most it may set
 TUNABLE: Final = {"tool_retries": 4, "max_bad_answers": 4, "model_protocol": 1}
 # model_protocol's n: the agent's own (None), or Chat Completions, which the mock model
 # answers with every agent's plan (its decide protocol knows the seed's plan alone: a chat
@@ -288,11 +291,7 @@ class Event:
     def from_json(cls, obj: object) -> Event:
         if not isinstance(obj, Mapping) or "op" not in obj:
             raise ScheduleError(f"an event is an object with an 'op', got {obj!r}")
-        known = {
-            "op", "run", "point", "seq", "kill", "fault", "n", "seconds", "agent", "choice",
-            "setting",
-        }  # fmt: skip
-        extra = sorted(set(obj) - known)
+        extra = sorted(set(obj) - {f.name for f in fields(cls)})
         if extra:
             raise ScheduleError(f"unknown event field(s) {', '.join(extra)} in {dict(obj)!r}")
         return cls(**{str(k): v for k, v in obj.items()})

@@ -286,6 +286,18 @@ class ScheduleRunner(NoSupervisor, RacingClaims, Settling):
         self.on_event(f"stall at {w.gate.point}")
         return f"{w.label} stalled at {w.gate.point} seq={w.gate.seq}"
 
+    def _on_thaw(self, e: Event) -> str:
+        """The run's oldest stalled worker comes back to life where it stands: its heartbeat
+        beats again (a hung process woken: its heartbeat may beat before its work goes on)."""
+        frozen = [w for w in self.waiting.get(e.run_name, []) if w.frozen and w.alive]
+        if not frozen:
+            return "skipped (no stalled worker)"
+        w = frozen[0]
+        w.pilot.thaw()
+        w.frozen = False
+        assert w.gate is not None
+        return f"{w.label} thawed at {w.gate.point} seq={w.gate.seq}: it beats again"
+
     def _on_resume(self, e: Event) -> str:
         run = e.run_name
         if not self.waiting.get(run):

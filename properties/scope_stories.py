@@ -102,7 +102,9 @@ def refused(how: str, seq: int) -> tuple[Event, ...]:
 # start (its first request failed; it hangs waiting to retry); hung_called:
 # its confirm; hung_finished: its run's finish (the final answer's step); hung_failed: its
 # failure (its answer had an invalid call, past max_bad_answers 0); hung_released: its
-# release (its read meets an outage: the only stop of a step that writes nothing before).
+# release (its read meets an outage: the only stop of a step that writes nothing before);
+# hung_redoing: the re-send an operator ordered (`resolve --redo` of the parked once call);
+# hung_beating: its heartbeat's renewal (it thaws, beats, and only then goes on).
 HUNG_AT: Final = {
     "hung_asking": ("before_decide", "provisioning", 1),
     "hung_answered": ("after_decide_before_journal", "provisioning", 1),
@@ -112,6 +114,8 @@ HUNG_AT: Final = {
     "hung_finished": ("after_decide", "provisioning", 3),
     "hung_failed": ("after_decide", "provisioning", 0),
     "hung_released": ("after_intent", "support", 0),
+    "hung_redoing": ("before_intent", "once", 2),
+    "hung_beating": ("after_decide", "provisioning", 0),
 }
 RETRY_AT: Final = {
     "retried": ("provisioning", 0),
@@ -164,6 +168,19 @@ def hung(kind: str, how: str, seq: int) -> tuple[Event, ...]:
         )
     if how == "hung_sending":
         return (start, Event(op="cloud_fault", fault="fail_before", n=1), stall, *woken)
+    if how == "hung_beating":  # woken, its heartbeat beats before its work goes on
+        thaw, beat = Event(op="thaw", run=0), Event(op="heartbeat", run=0)
+        return (start, stall, woken[0], woken[1], thaw, beat, *woken[2:])
+    if how == "hung_redoing":  # died after its intent; parked; redo ordered; claimed
+        return (
+            start,
+            Event(op="crash", run=0, point="after_intent", seq=seq),
+            Event(op="sweep"),
+            Event(op="resolve", run=0, choice="redo"),
+            Event(op="sweep", seconds=0.0),
+            stall,
+            *woken,
+        )
     if how == "hung_released":
         return (start, stall, Event(op="cloud_fault", fault="fail_lookups", n=OUTAGE), *woken)
     return (start, stall, *woken)

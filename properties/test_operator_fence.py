@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from .events import Event
+from .events import Event, Schedule, ScheduleError
 from .planting import failure, plant_sql
-from .runners import InProcessRunner
+from .runners import InProcessRunner, ProcessRunner
 from .scope_stories import HUNG_AT, RETRY_AT, retried
 
 BAD_ANSWER = (
@@ -45,7 +45,8 @@ def test_a_hung_worker_woken_after_an_operators_retry_records_nothing(
     assert failure(inprocess_runner, events) == ""
     woken = next(line for line in inprocess_runner.trace if line.startswith("resume r0"))
     ended = {"hung_failed": "TooManyBadAnswers", "hung_released": "RemoteUnavailable"}
-    assert woken == f"resume r0: w1 ended: {ended.get(how, 'LeaseLost')}"
+    worker = "w3" if how == "hung_redoing" else "w1"  # w1 died, w2 parked the run
+    assert woken == f"resume r0: {worker} ended: {ended.get(how, 'LeaseLost')}"
 
 
 RETRIED = "after an operator's retry took its run (generation 1), yet the run is"
@@ -72,6 +73,11 @@ WRITTEN = (
         ("hung_decided", "record_intent:drop_conjunct:578d551a", f"{WRITTEN}r0:0 became intent"),
         ("hung_called", "record_confirm:drop_conjunct:578d551a",
          f"{WRITTEN}r0:0 became confirmed"),
+        ("hung_beating", "renew_lease:drop_conjunct:d7e1dafa",
+         "[foreign_renewal] run r0: w1 (generation 1) renewed the lease of a run held by "
+         "nobody"),
+        ("hung_redoing", "redo_intent:drop_conjunct:578d551a",
+         WRITTEN.replace("generation 1", "generation 3") + "r0:2 became intent"),
     ],
 )  # fmt: skip
 def test_a_write_that_ignores_the_owner_lands_after_an_operators_retry_and_is_caught(
@@ -92,3 +98,22 @@ def test_the_cancel_is_judged_as_an_operator_took_the_run_not_as_the_worker_fail
     events = (*BAD_ANSWER, Event(op="pause", run=0, point="after_decide"), Event(op="step", run=0))
     assert failure(inprocess_runner, events) == ""
     assert inprocess_runner.replay(events)["r0"]["status"] == "failed"
+
+
+def test_a_thawed_worker_beats_and_is_fenced_the_same_in_both_runners(
+    inprocess_runner: InProcessRunner, process_runner: ProcessRunner
+) -> None:
+    """``thaw`` wakes a stalled worker where it stands (a SIGCONT for a process): its
+    heartbeat finds the run retried from under it before its work goes on."""
+    events = retried(*RETRY_AT["hung_beating"][:1], "hung_beating", RETRY_AT["hung_beating"][1])
+    traces = []
+    for runner in (inprocess_runner, process_runner):
+        assert failure(runner, events) == ""
+        traces.append(list(runner.trace))
+    assert traces[0] == traces[1]
+    assert "thaw r0: w1 thawed at after_decide seq=0: it beats again" in traces[0]
+    assert "heartbeat r0: w1 fenced" in traces[0]
+    assert Schedule.from_json(Schedule(events=events).to_json()).events == events
+    assert str(Event(op="thaw", run=1)) == "thaw r1"
+    with pytest.raises(ScheduleError, match="thaw needs run"):
+        Event(op="thaw")

@@ -62,7 +62,7 @@ def test_a_resolve_choice_round_trips_and_a_format_3_file_still_loads(tmp_path: 
     events = (Event(op="resolve", run=1, choice="fail"), Event(op="cancel", run=0))
     path = Schedule(events=events).save(tmp_path / "ops.json")
     assert Schedule.load(path).events == events
-    assert json.loads(path.read_text())["format"] == "crashresume.schedule/5"
+    assert json.loads(path.read_text())["format"] == "crashresume.schedule/6"
     old = {"format": "crashresume.schedule/3", "events": [{"op": "resolve", "run": 0}]}
     (tmp_path / "old.json").write_text(json.dumps(old))
     assert Schedule.load(tmp_path / "old.json").events == (Event(op="resolve", run=0),)

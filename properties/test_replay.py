@@ -180,7 +180,7 @@ def test_the_replay_command_refuses_a_file_that_is_not_a_schedule(
     path.write_text('{"format": "something else"}')
     result = _replay(path, suite_database)
     assert result.returncode == 2
-    assert "not a crashresume.schedule/5 file" in result.stderr
+    assert "not a crashresume.schedule/6 file" in result.stderr
 
 
 def test_a_fresh_interpreter_per_worker_gives_the_same_outcome(

@@ -22,8 +22,9 @@ FAULT_KINDS = (
     "model invalid_args",
     "database connection dropped",
 )
-# every kind the machine has (a race is placed by the small scope's race stories)
-EVENTS = tuple(op for op in OPS if op not in (*POOL_OPS, "race", "race_claim"))
+# every kind the machine has (a race is placed by the small scope's race stories, a thaw by
+# its hung stories)
+EVENTS = tuple(op for op in OPS if op not in (*POOL_OPS, "race", "race_claim", "thaw"))
 # an operator acts, and is refused, mid-step (properties.operators)
 OPERATOR_ACTIONS = ("operator cancel", "operator retry", "operator retry refused")
 
