@@ -4,8 +4,9 @@ The suite runs on a database of its own (``properties.server.SuiteDatabase``), w
 ``DATABASE_URL`` says: the ``db_crash`` event stops that server hard and starts it again.
 Every example empties its runs (DELETE) instead of creating a database.
 
-The in-process state machine runs first (``pytest_collection_modifyitems``), so that a
-violation is what ``-x`` stops at, not the slowest test.
+The ``ci`` exploration (the small scope and the machine, the suite's longest test) runs in
+a process of its own from collection on (:mod:`properties.background`), on the machine's
+other core; the tests that read it come last and wait for it.
 """
 
 from __future__ import annotations
@@ -18,24 +19,41 @@ import pytest
 from agent_runtime.supervisor.supervision import Supervisor
 
 from . import profiles as profiles  # registers dev, ci and nightly
+from .background import Background
 from .exploring import Exploration, explore
 from .pool_runner import PoolRunner
+from .profiles import active_profile
 from .runners import InProcessRunner, ProcessRunner
 from .server import SuiteDatabase
 
-FIRST = "test_crash_schedules_keep_every_invariant"
+MACHINE = "test_crash_schedules_keep_every_invariant"  # reads the ci exploration under ci
+BACKGROUND = pytest.StashKey[Background]()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The main machine first among the suite's tests (the rest keep their order)."""
+def _reads_exploration(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    return "ci_exploration" in names or (item.name == MACHINE and active_profile() == "ci")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that read the ci exploration last among the suite's (the rest keep their
+    order), and the exploration started now, in the background, if one of them runs."""
     ours = [i for i in items if i.nodeid.startswith("properties/")]
     if not ours:
         return
-    first = [i for i in ours if i.name == FIRST]
-    rest = [i for i in ours if i.name != FIRST]
+    last = [i for i in ours if _reads_exploration(i)]
+    rest = [i for i in ours if not _reads_exploration(i)]
     start = items.index(ours[0])
     others = [i for i in items if not i.nodeid.startswith("properties/")]
-    items[:] = others[:start] + first + rest + others[start:]
+    items[:] = others[:start] + rest + last + others[start:]
+    if last:
+        config.stash[BACKGROUND] = Background(profile="ci", name="ci")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    background = session.config.stash.get(BACKGROUND, None)
+    if background is not None:
+        background.stop()
 
 
 @pytest.fixture(scope="session")
@@ -68,12 +86,17 @@ def process_runner(suite_database: SuiteDatabase) -> Iterator[ProcessRunner]:
 
 
 @pytest.fixture(scope="session")
-def ci_exploration(inprocess_runner: InProcessRunner) -> Exploration:
-    """The machine under the ``ci`` profile, once per session (deterministic).
+def ci_exploration(request: pytest.FixtureRequest) -> Exploration:
+    """The machine under the ``ci`` profile, once per session (deterministic): the
+    background's (started at collection), else run here.
 
     A finding is saved under properties/failures/ like any other, for the replay.
     """
-    return explore(inprocess_runner, profile="ci", name="ci")
+    background = request.config.stash.get(BACKGROUND, None)
+    if background is not None:
+        return background.result()
+    runner: InProcessRunner = request.getfixturevalue("inprocess_runner")
+    return explore(runner, profile="ci", name="ci")
 
 
 @pytest.fixture(autouse=True)
