@@ -5,8 +5,8 @@ The suite runs on a database of its own (``properties.server.SuiteDatabase``), w
 Every example empties its runs (DELETE) instead of creating a database.
 
 The ``ci`` exploration (the small scope and the machine, the suite's longest test) runs in
-a process of its own from collection on (:mod:`properties.background`), on the machine's
-other core; the tests that read it come last and wait for it.
+a process of its own from the suite's first test on (:mod:`properties.background`), on the
+machine's other core; the tests that read it come last and wait for it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .server import SuiteDatabase
 
 MACHINE = "test_crash_schedules_keep_every_invariant"  # reads the ci exploration under ci
 BACKGROUND = pytest.StashKey[Background]()
+WANTED = pytest.StashKey[bool]()  # a selected test reads the ci exploration
 
 
 def _reads_exploration(item: pytest.Item) -> bool:
@@ -37,7 +38,7 @@ def _reads_exploration(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests that read the ci exploration last among the suite's (the rest keep their
-    order), and the exploration started now, in the background, if one of them runs."""
+    order); the exploration is wanted in the background if one of them runs."""
     ours = [i for i in items if i.nodeid.startswith("properties/")]
     if not ours:
         return
@@ -46,7 +47,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     start = items.index(ours[0])
     others = [i for i in items if not i.nodeid.startswith("properties/")]
     items[:] = others[:start] + rest + last + others[start:]
-    if last:
+    config.stash[WANTED] = bool(last)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The exploration starts with the suite's first test (not the session's: the tests of
+    ``tests/`` before it keep the machine to themselves)."""
+    config = item.config
+    wanted = config.stash.get(WANTED, False) and item.nodeid.startswith("properties/")
+    if wanted and BACKGROUND not in config.stash:
         config.stash[BACKGROUND] = Background(profile="ci", name="ci")
 
 
