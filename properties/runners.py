@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
+
 from .disruptions import CrashableServer
 from .events import Event
 from .logged import WorkerLines, replayed_truth, reported_truth
@@ -58,6 +60,11 @@ class InProcessRunner(ScheduleRunner):
         self._lines = WorkerLines().install()  # its workers' `replayed` lines (logged.py)
         self._attempts = AttemptCounts().install()  # its journals' attempt writes (sends.py)
         super().__init__(url, variant=variant, remotes=self._remotes, server=server)
+
+    @property
+    def transports(self) -> dict[str, httpx.BaseTransport]:
+        """The in-process remotes' transports by name (``model``, ``cloud``, ``support``)."""
+        return self._remotes.transports
 
     def close(self) -> None:
         super().close()

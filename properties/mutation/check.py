@@ -1,8 +1,9 @@
 """``python -m properties.mutation.check``: the command that kills a mutant.
 
 It runs what CI runs against whatever ``agent_runtime`` this interpreter imports (the
-mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the small
-scope's grid first (694 schedules, stops at the first violation), then, if the grid
+mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the worker's API
+as a user calls it (:mod:`properties.api_corners`, a fraction of a second), the small
+scope's grid (694 schedules, stops at the first violation), then, if the grid
 passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.exploring.explore`,
 the same call ``test_variants.py`` makes for each broken runtime. Hypothesis does not
 shrink here (a mutant is killed by any failure; which one is told, not minimised).
@@ -71,6 +72,7 @@ def _check(argv: Sequence[str] | None) -> int:
     # Imported here, not above: importing the runtime is part of what a mutant may break.
     from .. import profiles as profiles  # registers dev, ci and nightly
     from .. import scope
+    from ..api_corners import check_api
     from ..events import Schedule
     from ..exploring import explore
     from ..runners import InProcessRunner
@@ -84,8 +86,11 @@ def _check(argv: Sequence[str] | None) -> int:
     runner = InProcessRunner(database.url, server=database)
     try:
         with tempfile.TemporaryDirectory(prefix="mutant-failures-") as failures:
+            api = [] if args.pool_only or args.command_only else check_api(runner)
             if args.pool_only or args.command_only:
                 error, stage, saved = None, "skipped", []
+            elif api:  # the worker's API as a user calls it (properties.api_corners)
+                error, stage, saved = Violation("api", None, None, "; ".join(api)), "api", []
             elif args.no_hypothesis:
                 runner.warm()
                 swept = scope.sweep(
