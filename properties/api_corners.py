@@ -7,7 +7,9 @@ no schedule does, since the runners build their workers themselves and pass ever
   (``UnknownAgentChoice``), before anything is written;
 - ``claim(id)`` and ``run(id)`` of a run a live worker of this process holds are refused
   (``RunUnavailable``): nobody takes a live lease over unless asked (``takeover``);
-- ``close()`` closes what the worker opened: its model client and its tools' clients.
+- ``close()`` closes what the worker opened: its model client and its tools' clients;
+- a run at generation :data:`AGED` logs ``replayed`` for none of its own worker's
+  decisions (the second call of one answer is this generation's, not an earlier one's).
 
 The mutation command runs it before the small scope (:mod:`properties.mutation.check`),
 CI in ``properties/test_api_corners.py``.
@@ -27,10 +29,14 @@ from agent_runtime.loop.outcome import UnknownAgentChoice
 
 from . import sqlfile
 from .agents import suite_agents
-from .runner import SETTINGS
+from .logged import WorkerLines
 from .runners import InProcessRunner
 
-RUNS: Final = ("api-made", "api-two", "api-none", "api-held")
+RUNS: Final = ("api-made", "api-two", "api-none", "api-held", "api-aged")
+# A run claimed this many times already: generations past the small ints the interpreter
+# shares, so that an identity test of two equal generations is caught (the pool corners'
+# runs start there too)
+AGED: Final = 1000
 
 
 class Closing(httpx.BaseTransport):
@@ -58,7 +64,11 @@ def check_api(runner: InProcessRunner) -> list[str]:
 
     def opened(mine: Sequence[Agent]) -> Worker:
         return Worker.open(
-            SETTINGS, runner.url, agents=mine, model_transport=model, cloud_transport=cloud
+            runner.base_settings,
+            runner.url,
+            agents=mine,
+            model_transport=model,
+            cloud_transport=cloud,
         )
 
     problems: list[str] = []
@@ -82,6 +92,7 @@ def check_api(runner: InProcessRunner) -> list[str]:
             problems += _refused(opened(mine), partial(_run_new, run), UnknownAgentChoice)
             if _exists(runner, run):
                 problems.append(f"a refused run({run!r}) was created all the same")
+        problems += _aged(runner, opened([agents["parallel"]]), agents["parallel"].name)
         holder = opened([agents["provisioning"]])
         try:
             holder.journal.create_run(RUNS[3], agents["provisioning"].name, None)
@@ -94,6 +105,19 @@ def check_api(runner: InProcessRunner) -> list[str]:
     finally:
         runner.reset()
     return problems
+
+
+def _aged(runner: InProcessRunner, worker: Worker, agent: str) -> list[str]:
+    lines = WorkerLines().install()
+    try:
+        worker.journal.create_run(RUNS[4], agent, None)
+        sqlfile.rows(runner.conn, "age_run", {"run": RUNS[4], "generation": AGED})
+        worker.run(RUNS[4], create=False)
+    finally:
+        lines.remove()
+        worker.close()
+    mine = [line for line in lines.lines if line.startswith(f"replayed run={RUNS[4]} ")]
+    return [f"a run past generation {AGED} replayed its own decisions: {mine}"] if mine else []
 
 
 def _run_new(run: str, worker: Worker) -> object:

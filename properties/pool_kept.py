@@ -43,6 +43,7 @@ from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
+from .api_corners import AGED
 from .pool_hearing import hearing
 from .pool_loop import LOOP_POLL, LOOP_WAIT, create_runs, loop_supervisor, unfinished
 from .pool_modes import as_given
@@ -196,7 +197,7 @@ def _kept(
     sup.reap()
     sup.sweep()
     row = next(r for r in sqlfile.rows(runner.conn, "leases") if r["id"] == late)
-    if sup.busy or row["generation"] or row["owner"] is not None:
+    if sup.busy or row["generation"] != AGED or row["owner"] is not None:
         wrong(
             f"a stopping supervisor's pass left {late} at generation {row['generation']}, "
             f"owner {row['owner']}: once stopping it claims nothing"

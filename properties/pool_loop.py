@@ -41,6 +41,7 @@ from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import Transports, WorkerProcess
 
 from . import sqlfile
+from .api_corners import AGED
 from .pilots import no_jitter
 from .pool_stop import killed_at_stop, shut_down
 from .violations import Violation
@@ -170,7 +171,9 @@ def loop_supervisor(
 def create_runs(
     runner: PoolRunner, prefix: str, kinds: tuple[str, ...] = LOOP_KINDS, *, reset: bool = True
 ) -> list[str]:
-    """One pending run of each of ``kinds``, named ``<prefix><i>`` (after a reset)."""
+    """One pending run of each of ``kinds``, named ``<prefix><i>`` (after a reset), each
+    at generation :data:`AGED` (a run claimed many times: generations the interpreter does
+    not share, so that an identity test of two equal ones is caught)."""
     if reset:
         runner.reset()
     names = {a.name for a in runner.world.agents}
@@ -180,6 +183,7 @@ def create_runs(
         assert agent in names, (agent, names)
         run = f"{prefix}{i}"
         Journal(runner.conn).create_run(run, agent, None)
+        sqlfile.rows(runner.conn, "age_run", {"run": run, "generation": AGED})
         runs.append(run)
     return runs
 

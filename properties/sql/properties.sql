@@ -126,3 +126,8 @@ WHERE t.run_id = %(run)s AND t.seq = %(seq)s;
 -- name: given_up
 -- The runs a supervisor gave up (give_up_exhausted): failed for good, as it must.
 SELECT id FROM runs WHERE status = 'failed' AND starts_with(failure, 'gave up after ');
+
+-- name: age_run
+-- A pending run as one claimed many times already (its generation past the small ints a
+-- Python interpreter shares: an identity test of two equal generations fails there).
+UPDATE runs SET generation = %(generation)s WHERE id = %(run)s AND status = 'pending';
