@@ -2,15 +2,14 @@
 
 The schedules drive a pool supervisor pass by pass (:meth:`PoolWorld.sweep` calls its
 ``reap()``, ``watch()`` and ``sweep()``, its watchdog's interval forced): its ``serve()``
-and ``drain()`` loops and the timers in them are not theirs. :func:`loop_problems` runs
-them, each on a fresh supervisor of the world's class (tests plant a broken one there)
-with the schedules' agents, mocks and pool workers, but no gates:
+and ``drain()`` loops and the timers in them are not theirs.
+:func:`properties.pool_serve.loop_problems` runs them, each on a fresh supervisor of the
+world's class (tests plant a broken one there) with the schedules' agents, mocks and pool
+workers, but no gates:
 
-- ``pool_serve``: ``serve()`` (not ``--once``) on a thread, against runs of two kinds,
-  claims and finishes them, keeps passing while idle (two idle passes: it must not
-  return; at least one of two idle waits lasts most of its poll: it does not spin) with
-  a pool worker alive and idle for the next run, goes on passing after a database crash,
-  and returns 0 once its SIGTERM handler (``_on_stop``) ran, every worker gone;
+- ``pool_serve`` (:mod:`properties.pool_serve`): ``serve()`` (not ``--once``) on a thread
+  claims, finishes, keeps passing while idle without spinning (after a wake too), keeps
+  a pool worker for the next run, survives a database crash, and stops at its SIGTERM;
 - ``pool_drain``: ``drain()`` on a thread returns, and only once every run is done and
   no worker holds one;
 - ``pool_timer``: passes of ``sweep()`` at every eighth of a poll of a frozen
@@ -43,7 +42,7 @@ from agent_runtime.supervisor.workerpool import Transports, WorkerProcess
 from . import sqlfile
 from .api_corners import AGED
 from .pilots import no_jitter
-from .pool_stop import killed_at_stop, shut_down
+from .pool_stop import shut_down
 from .violations import Violation
 
 if TYPE_CHECKING:
@@ -194,110 +193,13 @@ def unfinished(runner: PoolRunner, runs: list[str]) -> dict[str, str]:
     return {r: str(rows[r]["status"]) for r in runs if rows[r]["status"] != "done"}
 
 
-def _wait_until(ready: Callable[[], bool], timeout: float = LOOP_WAIT) -> bool:
+def wait_until(ready: Callable[[], bool], timeout: float = LOOP_WAIT) -> bool:
     deadline = time.monotonic() + timeout
     while not ready():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.02)
     return True
-
-
-def serve_problems(runner: PoolRunner) -> list[Violation]:
-    """``serve()`` on a thread: it finishes the runs, keeps serving while idle, and
-    returns 0 once stopped, every worker ended by its SIGTERM."""
-    runs = create_runs(runner, "serve")
-    loop = Looping(loop_supervisor(runner, LOOP_POLL))
-    loop.start(loop.supervisor.serve)
-    problems: list[Violation] = []
-    _wait_until(lambda: loop.idle_passes >= IDLE_PASSES or not loop.alive)
-    left = unfinished(runner, runs)
-    if not loop.alive:
-        problems.append(
-            Violation(
-                "pool_serve",
-                None,
-                None,
-                f"serve() returned {loop.returned} after {loop.passes} passes "
-                f"({loop.idle_passes} idle; runs not done: {left or 'none'}) and before any "
-                "stop: a supervisor serves until SIGTERM/SIGINT, idle or not",
-            )
-        )
-        return problems
-    if left or loop.idle_passes < IDLE_PASSES:
-        loop.abandon()
-        return [
-            Violation(
-                "pool_serve",
-                None,
-                None,
-                f"serve() made {loop.passes} passes in {LOOP_WAIT:g}s and left {left} "
-                "unfinished: a serving supervisor claims and finishes every run",
-            )
-        ]
-    gaps = [b - a for a, b in zip(loop.idle_at, loop.idle_at[1:], strict=False)]
-    if max(gaps, default=0.0) < LOOP_POLL * IDLE_WAIT:
-        problems.append(
-            Violation(
-                "pool_serve",
-                None,
-                None,
-                f"serve() idle made passes {[round(g, 3) for g in gaps]}s apart: with nothing "
-                f"to do it waits its poll ({LOOP_POLL:g}s) between passes (a worker's message "
-                "may wake it early, not every time)",
-            )
-        )
-    kept = [w for w in list(loop.supervisor.workers.values()) if w.idle and w.exit_code is None]
-    if not kept:
-        problems.append(
-            Violation(
-                "pool_serve",
-                None,
-                None,
-                f"serve() in pool mode finished its runs with none of its workers "
-                f"{sorted(w.pid for w in loop.workers)} left alive and idle: a pool worker "
-                "stays for the next run",
-            )
-        )
-    problems += _survives_db_crash(runner, loop)
-    loop.supervisor._on_stop(signal.SIGTERM, None)  # its SIGTERM handler
-    if not loop.join(supervision.STOP_GRACE + LOOP_WAIT):
-        loop.abandon()
-        return [Violation("pool_serve", None, None, "serve() did not return after its SIGTERM")]
-    if loop.returned != [0] or loop.supervisor.workers:
-        problems.append(
-            Violation(
-                "pool_serve",
-                None,
-                None,
-                f"serve() stopped by SIGTERM returned {loop.returned}, leaving workers "
-                f"{sorted(loop.supervisor.workers)}: it returns 0 with every worker gone",
-            )
-        )
-    problems += killed_at_stop(loop.workers, "serve()")
-    return problems
-
-
-def _survives_db_crash(runner: PoolRunner, loop: Looping) -> list[Violation]:
-    """The database crashes under an idle ``serve()``: its next pass fails, and it goes on
-    (says so, reconnects) for :data:`IDLE_PASSES` passes more."""
-    if runner.server is None:
-        return []
-    runner.server.crash()
-    passes = loop.passes
-    _wait_until(lambda: loop.passes >= passes + IDLE_PASSES or not loop.alive)
-    if loop.alive and loop.passes >= passes + IDLE_PASSES:
-        return []
-    return [
-        Violation(
-            "pool_serve",
-            None,
-            None,
-            f"serve() {'returned ' + str(loop.returned) if not loop.alive else 'stopped passing'}"
-            " after a database crash: a serving supervisor says the error, reconnects and "
-            "goes on (leases settle the rest)",
-        )
-    ]
 
 
 def drain_problems(runner: PoolRunner) -> list[Violation]:
@@ -316,7 +218,7 @@ def drain_problems(runner: PoolRunner) -> list[Violation]:
             idle_since.append(loop.idle_passes)
         return bool(idle_since) and loop.idle_passes >= idle_since[0] + IDLE_PASSES
 
-    _wait_until(settled)
+    wait_until(settled)
     if loop.alive:
         left = unfinished(runner, runs)
         loop.abandon()
@@ -393,11 +295,4 @@ def timer_problems(runner: PoolRunner) -> list[Violation]:
                     "once a poll)",
                 )
             )
-    return problems
-
-
-def loop_problems(runner: PoolRunner) -> list[Violation]:
-    """Every check of this module; the runner is left reset."""
-    problems = timer_problems(runner) + serve_problems(runner) + drain_problems(runner)
-    runner.reset()
     return problems

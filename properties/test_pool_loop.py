@@ -5,6 +5,7 @@ fails on a supervisor with the slip planted (the mutants of gap class 20)."""
 
 from __future__ import annotations
 
+import select
 from signal import SIGTERM
 
 import pytest
@@ -15,8 +16,9 @@ from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.unserved import UnservedWatch
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
-from .pool_loop import drain_problems, loop_problems, serve_problems, timer_problems
+from .pool_loop import drain_problems, timer_problems
 from .pool_runner import PoolRunner
+from .pool_serve import loop_problems, serve_problems
 from .violations import text_of_kind
 
 
@@ -39,6 +41,19 @@ class _QuitsWhenIdle(Supervisor):
 def test_a_supervisor_that_stops_serving_when_idle_is_caught(planted: PoolRunner) -> None:
     planted.world.supervisor_class = _QuitsWhenIdle
     assert "before any stop" in text_of_kind(serve_problems(planted), "pool_serve")
+
+
+class _Undrained(Supervisor):
+    """Its wait never drains the wake-up pipe (``_wait``'s ``not in``, e99642ce)."""
+
+    def _wait(self, timeout: float) -> None:
+        select.select([self._wake_r], [], [], timeout)
+
+
+def test_a_supervisor_that_never_drains_its_wake_byte_is_caught(planted: PoolRunner) -> None:
+    planted.world.supervisor_class = _Undrained
+    found = text_of_kind(serve_problems(planted), "pool_serve")
+    assert "after a wake (a signal's byte on its wake-up pipe)" in found
 
 
 class _Hasty(Supervisor):

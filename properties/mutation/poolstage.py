@@ -37,10 +37,10 @@ from agent_runtime.store.journal import Journal
 
 from ..events import Event
 from ..pool_kept import kept_problems
-from ..pool_loop import loop_problems
 from ..pool_modes import mode_problems
 from ..pool_open import open_problems
 from ..pool_runner import PoolRunner
+from ..pool_serve import loop_problems
 from ..pool_stall import stall_problems
 from ..pool_states import SETTINGS as STATES
 from ..pool_states import state_problem
