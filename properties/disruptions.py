@@ -33,8 +33,9 @@ DROP_WAIT: Final = 5.0  # seconds a terminated backend may take to disappear
 class CrashableServer(Protocol):
     """A PostgreSQL the runner may crash (``properties.server.SuiteDatabase``)."""
 
-    def crash(self) -> None:
-        """Stop the server hard (no flush, no checkpoint) and start it again."""
+    def crash(self, while_down: Callable[[], object] | None = None) -> None:
+        """Stop the server hard (no flush, no checkpoint) and start it again (``while_down``
+        called in between)."""
 
     def between_examples(self) -> None:
         """Before an example: nothing but the schedule may write the WAL out from here on."""

@@ -88,6 +88,7 @@ class Looping:
 
     supervisor: Supervisor
     passes: int = 0
+    reconnects: int = 0  # times it reconnected after a failed pass
     idle_passes: int = 0  # passes after which no worker held a run
     idle_at: list[float] = field(default_factory=list)  # time.monotonic() of each of them
     workers: list[WorkerProcess] = field(default_factory=list)  # every one it started
@@ -113,7 +114,14 @@ class Looping:
             except BaseException as exc:  # reported as what it returned
                 self.returned.append(exc)
 
+        reconnect = sup._reconnect
+
+        def reconnected() -> None:
+            self.reconnects += 1
+            reconnect()
+
         sup.sweep = counted  # type: ignore[method-assign]
+        sup._reconnect = reconnected  # type: ignore[method-assign]
         self.thread = threading.Thread(target=body, name="pool-loop", daemon=True)
         self.thread.start()
 

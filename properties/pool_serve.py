@@ -139,11 +139,27 @@ def _woken(loop: Looping) -> list[Violation]:
 
 
 def _survives_db_crash(runner: PoolRunner, loop: Looping) -> list[Violation]:
-    """The database crashes under an idle ``serve()``: its next pass fails, and it goes on
-    (says so, reconnects) for :data:`IDLE_PASSES` passes more."""
+    """The database crashes under an idle ``serve()`` and stays away for two of its passes
+    (each fails, its reconnect fails): it goes on, and once the server is back it passes
+    :data:`IDLE_PASSES` times more."""
     if runner.server is None:
         return []
-    runner.server.crash()
+    tries = loop.reconnects
+
+    def away() -> None:  # down for two of its passes: each fails, and it tries again
+        wait_until(lambda: loop.reconnects >= tries + 2 or not loop.alive)
+
+    runner.server.crash(while_down=away)
+    if not loop.alive:
+        return [
+            Violation(
+                "pool_serve",
+                None,
+                None,
+                f"serve() returned {loop.returned} while the database was down: a supervisor "
+                "that cannot reconnect says so and tries again at its next pass",
+            )
+        ]
     passes = loop.passes
     wait_until(lambda: loop.passes >= passes + IDLE_PASSES or not loop.alive)
     if loop.alive and loop.passes >= passes + IDLE_PASSES:

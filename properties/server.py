@@ -49,6 +49,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -113,7 +114,9 @@ class SuiteDatabase:
         self.examples = 0
         self.restart_seconds = 0.0  # spent in crash(), stop and start together
 
-    def crash(self) -> None:
+    def crash(self, while_down: Callable[[], object] | None = None) -> None:
+        """Stop the server hard and start it again; ``while_down`` is called in between (a
+        database that stays away for a while)."""
         began = time.monotonic()
         writer = self._writer_pid()
         self._disconnect()
@@ -124,6 +127,8 @@ class SuiteDatabase:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(writer, signal.SIGKILL)
         self.cluster.stop("immediate")
+        if while_down is not None:
+            while_down()
         url = self.cluster.ensure_running()
         if url != self.tcp_url:  # something took the port meanwhile: nothing can follow us
             raise RuntimeError(f"the suite's database came back at {url}, not {self.tcp_url}")

@@ -11,6 +11,7 @@ from signal import SIGTERM
 import pytest
 
 from agent_runtime.store import db
+from agent_runtime.store.journal import Journal
 from agent_runtime.supervisor import supervision
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.unserved import UnservedWatch
@@ -54,6 +55,23 @@ def test_a_supervisor_that_never_drains_its_wake_byte_is_caught(planted: PoolRun
     planted.world.supervisor_class = _Undrained
     found = text_of_kind(serve_problems(planted), "pool_serve")
     assert "after a wake (a signal's byte on its wake-up pipe)" in found
+
+
+class _Unreconnecting(Supervisor):
+    """Its reconnect lets a database that is still away raise (488289ee)."""
+
+    def _reconnect(self) -> None:
+        self.conn.close()
+        self.conn = db.connect(self.url, application_name="agent_runtime.supervisor")
+        self.journal = Journal(self.conn)
+
+
+def test_a_supervisor_that_dies_while_the_database_is_away_is_caught(
+    planted: PoolRunner,
+) -> None:
+    planted.world.supervisor_class = _Unreconnecting
+    found = text_of_kind(serve_problems(planted), "pool_serve")
+    assert "while the database was down" in found
 
 
 class _Hasty(Supervisor):
