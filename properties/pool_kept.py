@@ -16,7 +16,8 @@ is driven pass by pass (``reap()``, ``sweep()``) through the deaths no schedule 
   to the replacement still opening. Once every open worker is busy a spare is started; a
   spare that dies before it opened is said, not replaced, and no other spare is tried
   until a worker opens again. A worker that hangs holding a run until its lease has run
-  out is killed, reaped and its run handed on in one pass. Once stopping, a pass claims
+  out is killed, reaped and its run handed on in one pass; one that dies of SIGHUP is a
+  death like any other (:mod:`properties.pool_deaths`). Once stopping, a pass claims
   nothing. When the supervisor dies (its socket to the server closes without a goodbye,
   its pipes close), its backend ends at once (no worker kept a copy of that socket: a
   killed supervisor's locks must not outlive it) and every idle worker leaves with
@@ -33,7 +34,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -44,8 +45,19 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
 from .api_corners import AGED
+from .pool_deaths import hangup_is_a_death
 from .pool_hearing import hearing
-from .pool_loop import LOOP_POLL, LOOP_WAIT, create_runs, loop_supervisor, unfinished
+from .pool_loop import (
+    LOOP_POLL,
+    LOOP_WAIT,
+    SETTLE,
+    create_runs,
+    kill_and_reap,
+    loop_supervisor,
+    passes_until,
+    reap_until_gone,
+    unfinished,
+)
 from .pool_modes import as_given
 from .pool_stop import shut_down
 from .violations import Violation
@@ -55,43 +67,11 @@ if TYPE_CHECKING:
 
 # five runs: five workers, so that with two of them busy three are idle to be handed runs
 KEPT_KINDS: Final = ("provisioning", "support", "provisioning", "provisioning", "provisioning")
-SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
 BAD_ID: Final = "kept\abell"  # a run id no worker would take (a control character)
 BACKEND_GONE: Final = 10.0  # seconds the server may take to end a closed socket's backend
 BACKOFF_PAST: Final = 60.0  # seconds of the database clock past any run's backoff
 
 Said = list[tuple[int, str]]
-
-
-def passes_until(supervisor: Supervisor, done: Callable[[], bool]) -> bool:
-    """Passes (reap, sweep) until ``done()``; False if :data:`LOOP_WAIT` passed first."""
-    deadline = time.monotonic() + LOOP_WAIT
-    while True:
-        supervisor.reap()
-        supervisor.sweep()
-        if done():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        supervisor._wait(0.05)
-
-
-def reap_until_gone(supervisor: Supervisor, pids: Collection[int]) -> bool:
-    """Reap (no sweep in between) until the supervisor let every one of ``pids`` go;
-    False if :data:`LOOP_WAIT` passed first."""
-    deadline = time.monotonic() + LOOP_WAIT
-    while any(pid in supervisor.workers for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        supervisor.reap()
-        time.sleep(SETTLE)
-    return True
-
-
-def kill_and_reap(supervisor: Supervisor, proc: WorkerProcess) -> bool:
-    """SIGKILL ``proc`` and reap until the supervisor let it go (no sweep in between)."""
-    proc.signal(signal.SIGKILL)
-    return reap_until_gone(supervisor, [proc.pid])
 
 
 def _dead(pid: int) -> bool:
@@ -191,6 +171,8 @@ def _kept(
         wrong(f"{released} not done in {LOOP_WAIT:g}s after its backoff passed")
         return False
     if not _hung_taken_back(runner, sup, wrong, said):
+        return False
+    if not hangup_is_a_death(runner, sup, wrong):
         return False
     (late,) = create_runs(runner, "late", ("provisioning",), reset=False)
     sup.stopping = True  # what its SIGTERM handler does, here between two passes

@@ -29,7 +29,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -52,6 +52,7 @@ LOOP_POLL: Final = 0.25  # seconds: the serve and drain supervisors' poll (idle 
 LOOP_WAIT: Final = 60.0  # seconds a loop may take to finish its runs on a loaded machine
 IDLE_PASSES: Final = 3  # passes with nothing busy after which serve() must still run
 LOOP_KINDS: Final = ("provisioning", "support")  # one run of each
+SETTLE: Final = 0.002  # seconds between looks at a process the runner killed
 IDLE_WAIT: Final = 0.8  # the share of a poll an idle serve() waits at least once in two
 
 
@@ -304,3 +305,34 @@ def timer_problems(runner: PoolRunner) -> list[Violation]:
                 )
             )
     return problems
+
+
+def passes_until(supervisor: Supervisor, done: Callable[[], bool]) -> bool:
+    """Passes (reap, sweep) until ``done()``; False if :data:`LOOP_WAIT` passed first."""
+    deadline = time.monotonic() + LOOP_WAIT
+    while True:
+        supervisor.reap()
+        supervisor.sweep()
+        if done():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        supervisor._wait(0.05)
+
+
+def reap_until_gone(supervisor: Supervisor, pids: Collection[int]) -> bool:
+    """Reap (no sweep in between) until the supervisor let every one of ``pids`` go;
+    False if :data:`LOOP_WAIT` passed first."""
+    deadline = time.monotonic() + LOOP_WAIT
+    while any(pid in supervisor.workers for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        supervisor.reap()
+        time.sleep(SETTLE)
+    return True
+
+
+def kill_and_reap(supervisor: Supervisor, proc: WorkerProcess) -> bool:
+    """SIGKILL ``proc`` and reap until the supervisor let it go (no sweep in between)."""
+    proc.signal(signal.SIGKILL)
+    return reap_until_gone(supervisor, [proc.pid])

@@ -25,8 +25,7 @@ import httpx
 from agent_runtime.errors import EXIT_SOFTWARE, EXIT_USAGE
 from agent_runtime.store.journal import Journal
 
-from .pool_kept import reap_until_gone
-from .pool_loop import LOOP_POLL, create_runs, loop_supervisor
+from .pool_loop import LOOP_POLL, create_runs, loop_supervisor, reap_until_gone
 from .pool_stop import shut_down
 from .violations import Violation
 

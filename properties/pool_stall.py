@@ -32,13 +32,13 @@ from agent_runtime.store.journal import Journal
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
-from .pool_kept import kill_and_reap
 from .pool_loop import (
     LOOP_POLL,
     LOOP_WAIT,
     FrozenMonotonic,
     create_runs,
     frozen_monotonic,
+    kill_and_reap,
     loop_supervisor,
 )
 from .pool_stop import shut_down

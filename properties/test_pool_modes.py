@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from agent_runtime.store.records import Lease, RunTask
-from agent_runtime.supervisor import supervision
+from agent_runtime.supervisor import supervision, takeback
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
+from .planting import plant_python
 from .pool_kept import kept_problems
 from .pool_modes import mode_problems, spawn_problems
 from .pool_open import open_problems
@@ -69,7 +70,10 @@ class _SpareAgain(Supervisor):
 
 @pytest.mark.parametrize(
     ("planted_class", "said"),
-    [(_Unreplacing, "the pool keeps its size"), (_SpareAgain, "no other spare is tried")],
+    [
+        (_Unreplacing, "the pool keeps its size"),
+        (_SpareAgain, "no other spare is tried"),
+    ],
 )
 def test_a_pool_not_kept_whole_is_caught(
     planted: PoolRunner, planted_class: type[Supervisor], said: str
@@ -92,3 +96,15 @@ class _PoolAnyway(Supervisor):
 def test_a_fork_supervisor_that_starts_pool_workers_is_caught(planted: PoolRunner) -> None:
     planted.world.supervisor_class = _PoolAnyway
     assert "(pipe, exit" in text_of_kind(spawn_problems(planted, "fork"), "pool_spawn")
+
+
+def test_a_supervisor_that_takes_a_sighup_for_an_exit_code_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """takeback's ``code < -1`` (652b9d20): a death by SIGHUP (-1) taken for an exit with a
+    code, backed off and blamed on the worker."""
+    died = "died = code == EXIT_CRASHED or code < "
+    made = plant_python(monkeypatch, takeback, f"{died}0", f"{died}-1")
+    monkeypatch.setattr(supervision, "free_after_exit", made.free_after_exit)
+    said = "a death by any signal sends the run again at once, blaming nobody"
+    assert said in text_of_kind(kept_problems(planted), "pool_kept")

@@ -1,0 +1,61 @@
+"""A busy pool worker's death by a signal the schedules never send (``pool_kept``).
+
+The schedules kill workers with SIGKILL or stop them with SIGTERM; a worker that dies by
+any other signal (SIGHUP: its terminal hung up; SIGSEGV, an OOM killer's) died all the
+same: its first death since the run's last progress sends the run again at once, with no
+reason of its own (the supervisor's ``free_after_exit``: a negative exit code is a death,
+whatever the signal). Until 2026-12-06 only -9 and -15 were ever seen, and ``code < -1``
+survived: a SIGHUP's -1 was taken for an exit with a code, backed off and blamed on the
+worker.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from agent_runtime.supervisor.supervision import Supervisor
+
+from . import sqlfile
+from .pool_loop import LOOP_WAIT, create_runs, passes_until, reap_until_gone, unfinished
+
+if TYPE_CHECKING:
+    from .pool_runner import PoolRunner
+
+
+def hangup_is_a_death(
+    runner: PoolRunner,
+    sup: Supervisor,
+    wrong: Callable[[str], None],
+) -> bool:
+    """A worker holding a run dies of SIGHUP (sent while it is stopped, so it lands before
+    its run is over): the pass after it hands the run on, its failure unwritten, and the
+    run ends done."""
+    (hup,) = create_runs(runner, "hup", ("provisioning",), reset=False)
+    sup.reap()
+    sup.sweep()
+    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == hup), None)
+    if holder is None:
+        wrong(f"run {hup} was not handed out while workers {sorted(sup.workers)} were idle")
+        return False
+    for sent in (signal.SIGSTOP, signal.SIGHUP, signal.SIGCONT):
+        holder.signal(sent)
+    if not reap_until_gone(sup, [holder.pid]):
+        wrong(f"worker {holder.pid}, sent SIGHUP, was not reaped")
+        return False
+    row = sqlfile.one(runner.conn, "failed_run", {"run": hup})
+    sup.sweep()
+    taker = next((w for w in sup.busy if w.lease and w.lease.run_id == hup), None)
+    if row is None or row["failure"] is not None or taker is None:
+        wrong(
+            f"worker {holder.pid} died of SIGHUP holding {hup} (its first death), and the "
+            f"run was left with failure {row and row['failure']!r}, until "
+            f"{row and row['lease_expires_at']}, handed to {taker and taker.pid}: a death "
+            "by any signal sends the run again at once, blaming nobody"
+        )
+        return False
+    if not passes_until(sup, lambda: not unfinished(runner, [hup])):
+        wrong(f"{hup} not done in {LOOP_WAIT:g}s after its worker died of SIGHUP")
+        return False
+    return True
