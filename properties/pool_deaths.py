@@ -1,4 +1,5 @@
-"""A busy pool worker's death by a signal the schedules never send (``pool_kept``).
+"""A busy pool worker's death by a signal the schedules never send, and one while the
+database is away (``pool_kept``).
 
 The schedules kill workers with SIGKILL or stop them with SIGTERM; a worker that dies by
 any other signal (SIGHUP: its terminal hung up; SIGSEGV, an OOM killer's) died all the
@@ -7,6 +8,11 @@ reason of its own (the supervisor's ``free_after_exit``: a negative exit code is
 whatever the signal). Until 2026-12-06 only -9 and -15 were ever seen, and ``code < -1``
 survived: a SIGHUP's -1 was taken for an exit with a code, backed off and blamed on the
 worker.
+
+A worker that dies holding a run while the database is down cannot have its run freed:
+the supervisor says so (``release-failed run=R``) and goes on reaping, the run's lease
+running out by itself (until 2026-12-06 nothing killed the handler's removal: the
+schedules' database crashes never came while the supervisor freed a run).
 """
 
 from __future__ import annotations
@@ -57,5 +63,50 @@ def hangup_is_a_death(
         return False
     if not passes_until(sup, lambda: not unfinished(runner, [hup])):
         wrong(f"{hup} not done in {LOOP_WAIT:g}s after its worker died of SIGHUP")
+        return False
+    return True
+
+
+def death_while_the_database_is_away(
+    runner: PoolRunner,
+    sup: Supervisor,
+    wrong: Callable[[str], None],
+    heard: Callable[[str], bool],
+) -> bool:
+    """A worker holding a run is killed while the server is down; the supervisor reaps it
+    then: it says it could not free the run, raises nothing, and once the server is back
+    and the run's lease has run out, the run is handed on and ends done."""
+    if runner.server is None:
+        return True
+    (down,) = create_runs(runner, "down", ("provisioning",), reset=False)
+    sup.reap()
+    sup.sweep()
+    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == down), None)
+    if holder is None:
+        wrong(f"run {down} was not handed out while workers {sorted(sup.workers)} were idle")
+        return False
+    holder.signal(signal.SIGSTOP)  # holding it until the server is down
+    raised: list[BaseException] = []
+
+    def away() -> None:
+        holder.signal(signal.SIGKILL)
+        try:
+            reap_until_gone(sup, [holder.pid])
+        except Exception as exc:  # the check's finding, not the check's failure
+            raised.append(exc)
+
+    runner.server.crash(while_down=away)
+    runner._reconnect()
+    sup._reconnect()  # what serve() does after a failed pass
+    if raised or not heard(f"release-failed run={down} "):
+        wrong(
+            f"worker {holder.pid} died holding {down} while the database was down, and the "
+            f"supervisor's reap raised {raised!r} (said release-failed: {heard('release-')})"
+            ": it says it could not free the run and goes on, the lease running out by itself"
+        )
+        return False
+    runner._advance(sup.settings.lease + 1.0)  # the dead worker's lease runs out
+    if not passes_until(sup, lambda: not unfinished(runner, [down])):
+        wrong(f"{down} not done in {LOOP_WAIT:g}s after its lease ran out")
         return False
     return True

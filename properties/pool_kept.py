@@ -17,7 +17,8 @@ is driven pass by pass (``reap()``, ``sweep()``) through the deaths no schedule 
   spare that dies before it opened is said, not replaced, and no other spare is tried
   until a worker opens again. A worker that hangs holding a run until its lease has run
   out is killed, reaped and its run handed on in one pass; one that dies of SIGHUP is a
-  death like any other (:mod:`properties.pool_deaths`). Once stopping, a pass claims
+  death like any other, and one killed while the database is away leaves its run to its
+  lease, said (:mod:`properties.pool_deaths`). Once stopping, a pass claims
   nothing. When the supervisor dies (its socket to the server closes without a goodbye,
   its pipes close), its backend ends at once (no worker kept a copy of that socket: a
   killed supervisor's locks must not outlive it) and every idle worker leaves with
@@ -45,7 +46,7 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
 from .api_corners import AGED
-from .pool_deaths import hangup_is_a_death
+from .pool_deaths import death_while_the_database_is_away, hangup_is_a_death
 from .pool_hearing import hearing
 from .pool_loop import (
     LOOP_POLL,
@@ -173,6 +174,8 @@ def _kept(
     if not _hung_taken_back(runner, sup, wrong, said):
         return False
     if not hangup_is_a_death(runner, sup, wrong):
+        return False
+    if not death_while_the_database_is_away(runner, sup, wrong, lambda s: _said(said, s)):
         return False
     (late,) = create_runs(runner, "late", ("provisioning",), reset=False)
     sup.stopping = True  # what its SIGTERM handler does, here between two passes

@@ -108,3 +108,15 @@ def test_a_supervisor_that_takes_a_sighup_for_an_exit_code_is_caught(
     monkeypatch.setattr(supervision, "free_after_exit", made.free_after_exit)
     said = "a death by any signal sends the run again at once, blaming nobody"
     assert said in text_of_kind(kept_problems(planted), "pool_kept")
+
+
+def test_a_reap_that_lets_a_database_error_through_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reap's handler (62e773e6): the worker's death while the database is away raised out
+    of the supervisor's reap instead of being said."""
+    handler = "except DatabaseError as exc:  # the lease will run out by itself"
+    made = plant_python(monkeypatch, supervision, handler, handler.replace("Database", "Key"))
+    planted.world.supervisor_class = made.Supervisor
+    said = "while the database was down, and the supervisor's reap raised [DatabaseError("
+    assert said in text_of_kind(kept_problems(planted), "pool_kept")
