@@ -101,14 +101,20 @@ def kept_problems(runner: PoolRunner) -> list[Violation]:
     def wrong(what: str) -> None:
         problems.append(Violation("pool_kept", None, None, what))
 
-    with hearing(lambda: 0) as said:
-        try:
-            if _kept(runner, supervisor, runs, stopped, wrong, said):
-                return problems  # it died: nothing is left to stop
-        finally:
-            for proc in stopped:
-                proc.signal(signal.SIGCONT)
-        shut_down(supervisor, "pool", problems)
+    # its workers (forks of this process) must die of a SIGHUP as production's do: a caller
+    # started under nohup ignores it, and a fork would inherit that
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        with hearing(lambda: 0) as said:
+            try:
+                if _kept(runner, supervisor, runs, stopped, wrong, said):
+                    return problems  # it died: nothing is left to stop
+            finally:
+                for proc in stopped:
+                    proc.signal(signal.SIGCONT)
+            shut_down(supervisor, "pool", problems)
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
     return problems
 
 
