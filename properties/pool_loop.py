@@ -320,10 +320,12 @@ def passes_until(supervisor: Supervisor, done: Callable[[], bool]) -> bool:
         supervisor._wait(0.05)
 
 
-def reap_until_gone(supervisor: Supervisor, pids: Collection[int]) -> bool:
+def reap_until_gone(
+    supervisor: Supervisor, pids: Collection[int], timeout: float = LOOP_WAIT
+) -> bool:
     """Reap (no sweep in between) until the supervisor let every one of ``pids`` go;
-    False if :data:`LOOP_WAIT` passed first."""
-    deadline = time.monotonic() + LOOP_WAIT
+    False if ``timeout`` seconds passed first."""
+    deadline = time.monotonic() + timeout
     while any(pid in supervisor.workers for pid in pids):
         if time.monotonic() > deadline:
             return False

@@ -9,11 +9,12 @@ from __future__ import annotations
 import pytest
 
 from agent_runtime.store.records import Lease, RunTask
-from agent_runtime.supervisor import supervision, takeback
+from agent_runtime.supervisor import supervision, takeback, workerpool
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from .planting import plant_python
+from .pool_bug import bug_problems
 from .pool_kept import kept_problems
 from .pool_modes import mode_problems, spawn_problems
 from .pool_open import open_problems
@@ -29,6 +30,7 @@ def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
     assert kept_problems(bare_pool) == []
     assert open_problems(bare_pool) == []
     assert stall_problems(bare_pool) == []
+    assert bug_problems(bare_pool) == []
 
 
 class _Impatient(Supervisor):
@@ -120,3 +122,24 @@ def test_a_reap_that_lets_a_database_error_through_is_caught(
     planted.world.supervisor_class = made.Supervisor
     said = "while the database was down, and the supervisor's reap raised [DatabaseError("
     assert said in text_of_kind(kept_problems(planted), "pool_kept")
+
+
+REPORTED = "if not exc.reported:"  # run_leased's, before its one log line
+SAYS = '            log.error("%s run=%s error=%r"'
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("not unfit and connection_fit(worker)", "not unfit or connection_fit(worker)"),
+        (f"{REPORTED}\n{SAYS}", f"if exc.reported:\n{SAYS}"),
+    ],
+)
+def test_a_pool_worker_that_mishandles_a_bug_in_its_run_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch, old: str, new: str
+) -> None:
+    """run_leased's d2c3f937 (it takes another run after a bug) and 7edf4535 (it says a
+    reported error again): the pool worker is a fork of this process, so it runs the slip."""
+    made = plant_python(monkeypatch, workerpool, old, new)
+    monkeypatch.setattr(workerpool, "run_leased", made.run_leased)
+    assert "a pool worker whose run met a bug" in text_of_kind(bug_problems(planted), "pool_bug")
