@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from agent_runtime.supervisor.supervision import Supervisor
 
 from . import sqlfile
-from .pool_loop import LOOP_WAIT, create_runs, passes_until, reap_until_gone, unfinished
+from .pool_loop import LOOP_WAIT, hand_out, passes_until, reap_until_gone, unfinished
 
 if TYPE_CHECKING:
     from .pool_runner import PoolRunner
@@ -38,13 +38,10 @@ def hangup_is_a_death(
     """A worker holding a run dies of SIGHUP (sent while it is stopped, so it lands before
     its run is over): the pass after it hands the run on, its failure unwritten, and the
     run ends done."""
-    (hup,) = create_runs(runner, "hup", ("provisioning",), reset=False)
-    sup.reap()
-    sup.sweep()
-    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == hup), None)
-    if holder is None:
-        wrong(f"run {hup} was not handed out while workers {sorted(sup.workers)} were idle")
+    handed = hand_out(runner, sup, "hup", wrong)
+    if handed is None:
         return False
+    hup, holder = handed
     for sent in (signal.SIGSTOP, signal.SIGHUP, signal.SIGCONT):
         holder.signal(sent)
     if not reap_until_gone(sup, [holder.pid]):
@@ -78,13 +75,10 @@ def death_while_the_database_is_away(
     and the run's lease has run out, the run is handed on and ends done."""
     if runner.server is None:
         return True
-    (down,) = create_runs(runner, "down", ("provisioning",), reset=False)
-    sup.reap()
-    sup.sweep()
-    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == down), None)
-    if holder is None:
-        wrong(f"run {down} was not handed out while workers {sorted(sup.workers)} were idle")
+    handed = hand_out(runner, sup, "down", wrong)
+    if handed is None:
         return False
+    down, holder = handed
     holder.signal(signal.SIGSTOP)  # holding it until the server is down
     raised: list[BaseException] = []
 

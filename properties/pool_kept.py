@@ -53,6 +53,7 @@ from .pool_loop import (
     LOOP_WAIT,
     SETTLE,
     create_runs,
+    hand_out,
     kill_and_reap,
     loop_supervisor,
     passes_until,
@@ -202,13 +203,10 @@ def _hung_taken_back(
 ) -> bool:
     """A worker hangs (SIGSTOP) holding a run until its lease has run out: the pass whose
     watchdog kills it also reaps it and hands the run to another worker."""
-    (hung,) = create_runs(runner, "hung", ("provisioning",), reset=False)
-    sup.reap()
-    sup.sweep()
-    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == hung), None)
-    if holder is None:
-        wrong(f"run {hung} was not handed out while workers {sorted(sup.workers)} were idle")
+    handed = hand_out(runner, sup, "hung", wrong)
+    if handed is None:
         return False
+    hung, holder = handed
     holder.signal(signal.SIGSTOP)
     runner._advance(sup.settings.lease + 1.0)  # its lease ran out a second ago
     sup._next_watch = 0.0  # its watchdog is due (it looks twice a poll of real time)

@@ -338,3 +338,18 @@ def kill_and_reap(supervisor: Supervisor, proc: WorkerProcess) -> bool:
     """SIGKILL ``proc`` and reap until the supervisor let it go (no sweep in between)."""
     proc.signal(signal.SIGKILL)
     return reap_until_gone(supervisor, [proc.pid])
+
+
+def hand_out(
+    runner: PoolRunner, sup: Supervisor, prefix: str, wrong: Callable[[str], None]
+) -> tuple[str, WorkerProcess] | None:
+    """A new provisioning run ``<prefix>0``, and the worker one pass hands it to (None,
+    said through ``wrong``, if none took it)."""
+    (run,) = create_runs(runner, prefix, ("provisioning",), reset=False)
+    sup.reap()
+    sup.sweep()
+    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == run), None)
+    if holder is None:
+        wrong(f"run {run} was not handed out while workers {sorted(sup.workers)} were idle")
+        return None
+    return run, holder

@@ -71,6 +71,7 @@ SETTINGS: Final = Settings(
     max_attempts=1_000_000,  # the sweep never gives up on a run: teardown must finish it
     max_bad_answers=1_000_000,  # nor does a worker, however many calls the faults spoil
 )
+OUTAGE: Final = SETTINGS.tool_retries + 1  # failed requests that fail a whole call
 
 
 class ScheduleRunner(NoSupervisor, RacingClaims, Settling):

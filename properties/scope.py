@@ -55,8 +55,8 @@ from . import scope_stories
 from .agents import KINDS
 from .events import Event, Schedule
 from .minimise import first_failure
-from .runner import ScheduleRunner
-from .scope_stories import HELD_STORIES, OUTAGE, elsewhere, held, idle, raced
+from .runner import OUTAGE, ScheduleRunner
+from .scope_stories import HELD_STORIES, elsewhere, held, idle, raced
 from .waits import WAIT_POINT
 
 POINT_STORIES: Final = ("crash", "overtaken", "outpaced", "woken", "cancelled", "db_crash")

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from .events import Event, Schedule, ScheduleError
+from .hung_stories import HUNG_AT
 from .planting import failure, plant_sql
 from .runners import InProcessRunner, ProcessRunner
-from .scope_stories import HUNG_AT, RETRY_AT, retried
+from .scope_stories import RETRY_AT, retried
 
 BAD_ANSWER = (
     Event(op="configure", setting="max_bad_answers", n=0),
