@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from agent_runtime.supervisor.supervision import Supervisor
 
 from . import sqlfile
-from .pool_loop import LOOP_WAIT, hand_out, passes_until, reap_until_gone, unfinished
+from .pool_loop import ends_done, hand_out, reap_until_gone
 
 if TYPE_CHECKING:
     from .pool_runner import PoolRunner
@@ -58,10 +58,7 @@ def hangup_is_a_death(
             "by any signal sends the run again at once, blaming nobody"
         )
         return False
-    if not passes_until(sup, lambda: not unfinished(runner, [hup])):
-        wrong(f"{hup} not done in {LOOP_WAIT:g}s after its worker died of SIGHUP")
-        return False
-    return True
+    return ends_done(runner, sup, hup, wrong, "its worker died of SIGHUP")
 
 
 def death_while_the_database_is_away(
@@ -100,7 +97,4 @@ def death_while_the_database_is_away(
         )
         return False
     runner._advance(sup.settings.lease + 1.0)  # the dead worker's lease runs out
-    if not passes_until(sup, lambda: not unfinished(runner, [down])):
-        wrong(f"{down} not done in {LOOP_WAIT:g}s after its lease ran out")
-        return False
-    return True
+    return ends_done(runner, sup, down, wrong, "its lease ran out")

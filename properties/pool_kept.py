@@ -53,6 +53,7 @@ from .pool_loop import (
     LOOP_WAIT,
     SETTLE,
     create_runs,
+    ends_done,
     hand_out,
     kill_and_reap,
     loop_supervisor,
@@ -221,10 +222,7 @@ def _hung_taken_back(
         return False
     if not _said(said, f"worker-hung run={hung} "):
         wrong(f"the hung worker {holder.pid}'s kill was not said: worker-hung run={hung}")
-    if not passes_until(sup, lambda: not unfinished(runner, [hung])):
-        wrong(f"{hung} not done in {LOOP_WAIT:g}s after its hung worker was killed")
-        return False
-    return True
+    return ends_done(runner, sup, hung, wrong, "its hung worker was killed")
 
 
 def _dead_and_replaced(

@@ -353,3 +353,14 @@ def hand_out(
         wrong(f"run {run} was not handed out while workers {sorted(sup.workers)} were idle")
         return None
     return run, holder
+
+
+def ends_done(
+    runner: PoolRunner, sup: Supervisor, run: str, wrong: Callable[[str], None], after: str
+) -> bool:
+    """Passes until ``run`` is done; False, said through ``wrong``, if it is not within
+    :data:`LOOP_WAIT` (``after``: what came before, for the message)."""
+    if passes_until(sup, lambda: not unfinished(runner, [run])):
+        return True
+    wrong(f"{run} not done in {LOOP_WAIT:g}s after {after}")
+    return False

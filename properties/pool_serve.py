@@ -61,15 +61,10 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
         return problems
     if left or loop.idle_passes < IDLE_PASSES:
         loop.abandon()
-        return [
-            Violation(
-                "pool_serve",
-                None,
-                None,
-                f"serve() made {loop.passes} passes in {LOOP_WAIT:g}s and left {left} "
-                "unfinished: a serving supervisor claims and finishes every run",
-            )
-        ]
+        return _serving(
+            f"serve() made {loop.passes} passes in {LOOP_WAIT:g}s and left {left} "
+            "unfinished: a serving supervisor claims and finishes every run"
+        )
     gaps = [b - a for a, b in itertools.pairwise(loop.idle_at)]
     if max(gaps, default=0.0) < LOOP_POLL * IDLE_WAIT:
         problems.append(
@@ -114,6 +109,10 @@ def serve_problems(runner: PoolRunner) -> list[Violation]:
     return problems
 
 
+def _serving(what: str) -> list[Violation]:
+    return [Violation("pool_serve", None, None, what)]
+
+
 def _woken(loop: Looping) -> list[Violation]:
     """A wake (the byte a signal leaves on the wake-up pipe, ``signal.set_wakeup_fd``: a
     ``serve()`` on a thread installs no handler, so it is written here) is drained: an
@@ -125,17 +124,12 @@ def _woken(loop: Looping) -> list[Violation]:
     gaps = [b - a for a, b in itertools.pairwise(after)]
     if max(gaps, default=0.0) >= LOOP_POLL * IDLE_WAIT:
         return []
-    return [
-        Violation(
-            "pool_serve",
-            None,
-            None,
-            f"after a wake (a signal's byte on its wake-up pipe) serve() idle made {len(after)} "
-            f"passes {[round(g, 3) for g in gaps[:5]]}{'...' if gaps[5:] else ''}s apart: a "
-            "byte never drained makes every wait return at once (a supervisor that spins "
-            "after any signal)",
-        )
-    ]
+    return _serving(
+        f"after a wake (a signal's byte on its wake-up pipe) serve() idle made {len(after)} "
+        f"passes {[round(g, 3) for g in gaps[:5]]}{'...' if gaps[5:] else ''}s apart: a "
+        "byte never drained makes every wait return at once (a supervisor that spins "
+        "after any signal)"
+    )
 
 
 def _survives_db_crash(runner: PoolRunner, loop: Looping) -> list[Violation]:
@@ -151,29 +145,19 @@ def _survives_db_crash(runner: PoolRunner, loop: Looping) -> list[Violation]:
 
     runner.server.crash(while_down=away)
     if not loop.alive:
-        return [
-            Violation(
-                "pool_serve",
-                None,
-                None,
-                f"serve() returned {loop.returned} while the database was down: a supervisor "
-                "that cannot reconnect says so and tries again at its next pass",
-            )
-        ]
+        return _serving(
+            f"serve() returned {loop.returned} while the database was down: a supervisor "
+            "that cannot reconnect says so and tries again at its next pass"
+        )
     passes = loop.passes
     wait_until(lambda: loop.passes >= passes + IDLE_PASSES or not loop.alive)
     if loop.alive and loop.passes >= passes + IDLE_PASSES:
         return []
-    return [
-        Violation(
-            "pool_serve",
-            None,
-            None,
-            f"serve() {'returned ' + str(loop.returned) if not loop.alive else 'stopped passing'}"
-            " after a database crash: a serving supervisor says the error, reconnects and "
-            "goes on (leases settle the rest)",
-        )
-    ]
+    return _serving(
+        f"serve() {'returned ' + str(loop.returned) if not loop.alive else 'stopped passing'}"
+        " after a database crash: a serving supervisor says the error, reconnects and "
+        "goes on (leases settle the rest)"
+    )
 
 
 def loop_problems(runner: PoolRunner) -> list[Violation]:
