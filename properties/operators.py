@@ -56,10 +56,9 @@ class Operators(Disruptions):
         self.cancelled: dict[str, Fence] = {}
         self.operated: set[str] = set()  # runs an operator changed since the last check
         self.confirmed_by: dict[tuple[str, int], Any] = {}  # what an operator confirmed
-        # the generation each run had when an operator's retry cleared its owner: a worker
-        # of that generation or older is fenced from then on, by the operator's hand
-        self.retried_at: dict[str, int] = {}
-        self.retried: dict[str, Fence] = {}  # each retried run as the retry left it
+        # each retried run as the operator's retry left it: a worker of its generation or
+        # older is fenced from then on, by the operator's hand (the owner cleared)
+        self.retried: dict[str, Fence] = {}
 
     # -- events --------------------------------------------------------------------------------
 
@@ -84,9 +83,8 @@ class Operators(Disruptions):
         run = e.run_name
         if run not in self.started:
             return "skipped (not started)"
-        lease = sqlfile.one(self.conn, "lease_of", {"run": run})
-        live = lease is not None and lease["owner"] is not None
-        live = live and lease is not None and lease["lease_expires_at"] > lease["now"]
+        lease = sqlfile.one(self.conn, "lease_of", {"run": run})  # as the operator asks
+        owned = lease is not None and lease["owner"] is not None
         try:
             done = retry_run(self.conn, run)
         except RunUnavailable:
@@ -95,7 +93,7 @@ class Operators(Disruptions):
             if held in ("pending", "running"):
                 held = "held by a live lease"
             return f"refused: the run is {held}"
-        if live and lease is not None:
+        if owned and lease is not None and lease["lease_expires_at"] > lease["now"]:
             self.problems.append(
                 Violation(
                     "retried",
@@ -109,7 +107,6 @@ class Operators(Disruptions):
         seen = self.observe()
         if run in seen.runs:
             self.retried[run] = fence_of(seen, run)
-            self.retried_at[run] = seen.runs[run].generation
         self._count_operator("retry")
         was, now = done.past.previous_status, self._status(run)
         want = "pending" if was == "failed" else was  # a free run keeps its status
@@ -222,8 +219,8 @@ class Operators(Disruptions):
         fence = self.cancelled.get(w.run)
         if fence is not None and gen <= fence.generation:
             return "cancel"
-        retried = self.retried_at.get(w.run)
-        return "retry" if retried is not None and gen <= retried else None
+        retried = self.retried.get(w.run)
+        return "retry" if retried is not None and gen <= retried.generation else None
 
     def _check_failed(self, w: WorkerRec, message: Exit) -> None:
         if self._fenced_by_operator(w) is None:  # else its failure was refused: _ended
