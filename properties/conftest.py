@@ -12,7 +12,8 @@ machine's other core; the tests that read it come last and wait for it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,9 @@ from .server import SuiteDatabase
 
 MACHINE = "test_crash_schedules_keep_every_invariant"  # reads the ci exploration under ci
 BACKGROUND = pytest.StashKey[Background]()
-WANTED = pytest.StashKey[bool]()  # a selected test reads the ci exploration
+# a selected test reads the ci exploration; the variants whose explorations are read
+WANTED = pytest.StashKey[tuple[bool, list[str]]]()
+VARIANT_TEST = "test_the_ci_profile_catches_a_broken_runtime"
 
 
 def _reads_exploration(item: pytest.Item) -> bool:
@@ -36,9 +39,18 @@ def _reads_exploration(item: pytest.Item) -> bool:
     return "ci_exploration" in names or (item.name == MACHINE and active_profile() == "ci")
 
 
+def _variant_of(item: pytest.Item) -> str | None:
+    """The broken runtime a selected variant test explores (under the ci profile)."""
+    callspec = getattr(item, "callspec", None)
+    if getattr(item, "originalname", "") != VARIANT_TEST or callspec is None:
+        return None
+    return str(callspec.params["variant"]) if active_profile() == "ci" else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests that read the ci exploration last among the suite's (the rest keep their
-    order); the exploration is wanted in the background if one of them runs."""
+    order); the explorations wanted in the background: the ci one if one of them runs, and
+    each selected variant's."""
     ours = [i for i in items if i.nodeid.startswith("properties/")]
     if not ours:
         return
@@ -47,16 +59,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     start = items.index(ours[0])
     others = [i for i in items if not i.nodeid.startswith("properties/")]
     items[:] = others[:start] + rest + last + others[start:]
-    config.stash[WANTED] = bool(last)
+    variants = [v for v in map(_variant_of, ours) if v is not None]
+    config.stash[WANTED] = (bool(last), variants)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """The exploration starts with the suite's first test (not the session's: the tests of
+    """The explorations start with the suite's first test (not the session's: the tests of
     ``tests/`` before it keep the machine to themselves)."""
     config = item.config
-    wanted = config.stash.get(WANTED, False) and item.nodeid.startswith("properties/")
+    main, variants = config.stash.get(WANTED, (False, []))
+    wanted = (main or variants) and item.nodeid.startswith("properties/")
     if wanted and BACKGROUND not in config.stash:
-        config.stash[BACKGROUND] = Background(profile="ci", name="ci")
+        config.stash[BACKGROUND] = Background("ci", "ci", main=main, variants=variants)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -106,6 +120,22 @@ def ci_exploration(request: pytest.FixtureRequest) -> Exploration:
         return background.result()
     runner: InProcessRunner = request.getfixturevalue("inprocess_runner")
     return explore(runner, profile="ci", name="ci")
+
+
+@pytest.fixture
+def explored(request: pytest.FixtureRequest) -> Callable[[InProcessRunner, Path], Exploration]:
+    """A variant's exploration under the ci profile: the background's, else run here on
+    ``runner`` (its failures saved under the given directory)."""
+    background = request.config.stash.get(BACKGROUND, None)
+
+    def exploration(runner: InProcessRunner, failures: Path) -> Exploration:
+        name = runner.variant.name
+        done = background.variant(name) if background is not None else None
+        if done is not None:
+            return done
+        return explore(runner, profile="ci", name=name, failures_dir=failures)
+
+    return exploration
 
 
 @pytest.fixture(autouse=True)
