@@ -2,7 +2,8 @@
 
 It runs what CI runs against whatever ``agent_runtime`` this interpreter imports (the
 mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the worker's API
-as a user calls it (:mod:`properties.api_corners`, a fraction of a second), the small
+as a user calls it and a step's corners as a user's agents meet them
+(:mod:`properties.api_corners`, :mod:`properties.api_steps`: seconds), the small
 scope's grid (694 schedules, stops at the first violation), then, if the grid
 passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.exploring.explore`,
 the same call ``test_variants.py`` makes for each broken runtime. Hypothesis does not
@@ -73,6 +74,7 @@ def _check(argv: Sequence[str] | None) -> int:
     from .. import profiles as profiles  # registers dev, ci and nightly
     from .. import scope
     from ..api_corners import check_api
+    from ..api_steps import check_steps
     from ..events import Schedule
     from ..exploring import explore
     from ..runners import InProcessRunner
@@ -86,10 +88,11 @@ def _check(argv: Sequence[str] | None) -> int:
     runner = InProcessRunner(database.url, server=database)
     try:
         with tempfile.TemporaryDirectory(prefix="mutant-failures-") as failures:
-            api = [] if args.pool_only or args.command_only else check_api(runner)
+            corners = args.pool_only or args.command_only
+            api = [] if corners else check_api(runner) or check_steps(runner)
             if args.pool_only or args.command_only:
                 error, stage, saved = None, "skipped", []
-            elif api:  # the worker's API as a user calls it (properties.api_corners)
+            elif api:  # the worker's API and a step's corners (api_corners, api_steps)
                 error, stage, saved = Violation("api", None, None, "; ".join(api)), "api", []
             elif args.no_hypothesis:
                 runner.warm()

@@ -131,3 +131,25 @@ SELECT id FROM runs WHERE status = 'failed' AND starts_with(failure, 'gave up af
 -- A pending run as one claimed many times already (its generation past the small ints a
 -- Python interpreter shares: an identity test of two equal generations fails there).
 UPDATE runs SET generation = %(generation)s WHERE id = %(run)s AND status = 'pending';
+
+-- name: age_answers
+-- A pending run as one whose model answered many times already (its answers' numbers past
+-- the small ints a Python interpreter shares: an identity test of two equal answer numbers
+-- fails there).
+UPDATE runs SET llm_calls = %(answers)s WHERE id = %(run)s AND status = 'pending';
+
+-- name: forget_answers
+-- A run's journal as one begun before schema 4 left it: decisions without a kept model
+-- answer or a call id (migration 0004 made both, and could not know the earlier ones).
+WITH forgotten AS (
+    DELETE FROM model_answers WHERE run_id = %(run)s
+)
+UPDATE decisions SET call_id = NULL WHERE run_id = %(run)s
+RETURNING seq;
+
+-- name: decided_steps
+-- A run's decisions, in step order, with the state of each one's call.
+SELECT d.seq, d.tool, t.state
+FROM decisions d LEFT JOIN tool_calls t ON t.run_id = d.run_id AND t.seq = d.seq
+WHERE d.run_id = %(run)s
+ORDER BY d.seq;
