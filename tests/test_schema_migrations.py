@@ -19,7 +19,9 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from agent_runtime.config import Settings
 from agent_runtime.errors import EXIT_USAGE, SchemaTooNew
+from agent_runtime.loop.worker import Worker
 from agent_runtime.store import db, migrate
 from agent_runtime.store.queries import split_named
 
@@ -255,6 +257,20 @@ def test_a_database_newer_than_this_crashresume_is_refused_in_one_line_and_left_
 
         with db.connection(url) as conn:
             assert versions(conn) == [(LATEST, "created"), (99, "migrated")]
+
+
+def test_a_worker_refused_by_a_newer_schema_leaves_no_connection_open(database_url: str) -> None:
+    # Worker.open's own connection, made before the schema is read: a refusal must close
+    # it (a pool worker that retries would otherwise hold one backend per try)
+    with scratch_database(database_url) as url, db.connection(url) as conn:
+        migrate.migrate(conn)
+        conn.execute("INSERT INTO schema_version (version, how) VALUES (%s, 'migrated')", [99])
+        counted = "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
+        alone = conn.execute(counted).fetchone()
+        with pytest.raises(SchemaTooNew) as refused:  # keeps the worker's frame alive
+            Worker.open(Settings(), url)
+        assert refused.traceback  # the frame that held the connection is still reachable
+        assert conn.execute(counted).fetchone() == alone
 
 
 def test_schema_status_lists_what_is_applied_and_pending_and_changes_nothing(

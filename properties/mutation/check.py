@@ -3,7 +3,8 @@
 It runs what CI runs against whatever ``agent_runtime`` this interpreter imports (the
 mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the worker's API
 as a user calls it and a step's corners as a user's agents meet them
-(:mod:`properties.api_corners`, :mod:`properties.api_steps`: seconds), the small
+(:mod:`properties.api_corners`, :mod:`properties.api_steps`), whether an owner is
+dead where no schedule asks (:mod:`properties.lease_corners`): seconds, the small
 scope's grid (694 schedules, stops at the first violation), then, if the grid
 passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.exploring.explore`,
 the same call ``test_variants.py`` makes for each broken runtime. Hypothesis does not
@@ -77,6 +78,7 @@ def _check(argv: Sequence[str] | None) -> int:
     from ..api_steps import check_steps
     from ..events import Schedule
     from ..exploring import explore
+    from ..lease_corners import check_owners
     from ..runners import InProcessRunner
     from ..server import SuiteDatabase
     from ..violations import Violation, Violations
@@ -89,7 +91,7 @@ def _check(argv: Sequence[str] | None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mutant-failures-") as failures:
             corners = args.pool_only or args.command_only
-            api = [] if corners else check_api(runner) or check_steps(runner)
+            api = [] if corners else check_api(runner) or check_steps(runner) or check_owners()
             if args.pool_only or args.command_only:
                 error, stage, saved = None, "skipped", []
             elif api:  # the worker's API and a step's corners (api_corners, api_steps)

@@ -98,7 +98,7 @@ PY_DEF_TESTS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     # the operator's `resolve RUN` without a choice (the suite's operator decides each
     # call: resolve --confirm/--redo/--fail), and the CLI's worker with its heartbeat
     ("worker", "resolve"): ("tests/test_operator_resolve.py",),
-    ("worker", "open"): ("tests/test_supervisor.py",),
+    ("worker", "open"): ("tests/test_supervisor.py", "tests/test_schema_migrations.py"),
     # a worker's own token: the suite names its workers itself (pilots.owner_of)
     ("lease", "owner_token"): ("tests/test_lease.py",),
     # the heartbeat's own thread: the suite beats every worker itself, at chosen moments
