@@ -51,7 +51,10 @@ workers, keep the default ``stuck_after`` (600 s) and serve every agent of the s
   then 100 more wait: a look cut at its limit names the longest waiting, forgets none;
 - ``unserved_mixed``: runs of two unserved agents (pending, and one whose worker elsewhere
   died holding it) beside a failed run of one of them and a backlog of the supervisor's
-  own agent: one look names the three waiting runs, each once, and never the other two.
+  own agent: one look names the three waiting runs, each once, and never the other two;
+- ``unserved_cut``: a named run pushed out of a look cut at its limit (100 older runs of
+  its agent lose their holders) while it still waits is not named again once they are
+  claimed: a cut look forgets none of the runs it could not show.
 
 Time moves only through the clock seam (the frozen ``cr_now()``); nothing sleeps.
 :func:`state_problem` replays one story on a :class:`~properties.pool_runner.PoolRunner`
@@ -69,7 +72,7 @@ from agent_runtime.store.journal import Journal
 from . import sqlfile
 from .events import Event
 from .pool_hearing import Said, at, hearing
-from .pool_unserved import unserved, unserved_mixed
+from .pool_unserved import unserved, unserved_cut, unserved_mixed
 from .runner import LEASE
 from .runners import outcome_and_trace
 
@@ -86,6 +89,7 @@ SETTINGS: Final[dict[str, dict[str, float]]] = {
     "hung": {},
     "unserved": {},
     "unserved_mixed": {},
+    "unserved_cut": {},
     "gave_up": {"max_attempts": 2, "give_up_after": 5.0},
     "gave_up_late": {"max_attempts": 2, "give_up_after": 5.0},
     "gave_up_crashed": {"max_attempts": 1, "give_up_after": 0.0},
@@ -218,6 +222,8 @@ def state_problem(pool: PoolRunner, name: str) -> str | None:
             return unserved(pool)
         if name == "unserved_mixed":
             return unserved_mixed(pool)
+        if name == "unserved_cut":
+            return unserved_cut(pool)
         with hearing(lambda: len(pool.trace)) as said:
             outcome, trace = outcome_and_trace(pool, STORIES[name])
         if isinstance(outcome, str):

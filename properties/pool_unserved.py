@@ -122,3 +122,44 @@ def unserved_mixed(pool: PoolRunner) -> str | None:
     if lines != [*wanted, "run=u0 status=running"]:
         return f"the looks said {lines}: the longest waiting first, each once, then u0 again"
     return None
+
+
+def unserved_cut(pool: PoolRunner) -> str | None:
+    """A named run pushed out of a look cut at its limit while it still waits: ``LIMIT``
+    runs of its agent, held elsewhere since before it was made, lose their holders after it
+    was named. They fill the look (its agent's runs by last change: theirs is older), so
+    the named run is not in it; when they are claimed again, the run, still waiting all
+    along, must not be named a second time (a cut look forgets none)."""
+    pool.reset()
+    world = pool.world
+    s = world.supervised("main")
+    journal = Journal(pool.conn)
+    after = AFTER_POLLS * world.settings.poll
+    held = [f"h{n:03d}" for n in range(LIMIT)]
+    try:
+        with hearing(lambda: 0) as said:
+            for run in held:
+                journal.create_run(run, UNSERVED_AGENT, None)
+                assert journal.claim(run, f"elsewhere:{run}", LEASE) is not None
+            pool._advance(1.0)
+            journal.create_run("u0", UNSERVED_AGENT, None)
+            pool._advance(after)
+            first = s.supervisor.unserved.look(pool.conn)
+            pool._advance(LEASE + after)
+            cut = s.supervisor.unserved.look(pool.conn)
+            for run in held:
+                assert journal.claim(run, f"again:{run}", LEASE) is not None
+            last = s.supervisor.unserved.look(pool.conn)
+    except Exception as exc:  # the supervisor's look raised: its loop would die with it
+        return f"the cut unserved story raised {type(exc).__name__}: {exc}"
+    finally:
+        pool.cleanup()
+    if first != ["u0"] or sorted(cut) != held:
+        return f"the looks named {first}, then {len(cut)} runs, not u0 then the {LIMIT} others"
+    u0 = [line for _, line in said if " run=u0 " in line]
+    if last or len(u0) != 1:
+        return (
+            f"u0, waiting all along, was said unserved {len(u0)} times (the last look named "
+            f"{last}): a look cut at its limit forgot it"
+        )
+    return None

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from agent_runtime.store import db
+from agent_runtime.supervisor import unserved
 from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.unserved import UnservedWatch
 
 from .events import Event
-from .planting import plant_sql
+from .planting import plant_python, plant_sql
 from .pool_runner import PoolRunner
 from .pool_states import SETTINGS, state_problem
 from .runners import outcome_and_trace
@@ -150,3 +151,13 @@ def test_a_supervisor_that_gives_up_too_soon_or_too_much_is_caught(
     found = state_problem(pool, "gave_up")
 
     assert found is not None and "runs given up at (event, run)" in found
+
+
+def test_a_cut_look_that_forgets_what_it_named_is_caught(
+    pool: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = "if len(rows) >= LIMIT else waiting"
+    planted = plant_python(monkeypatch, unserved, old, old.replace(">=", ">"))
+    monkeypatch.setattr(unserved.UnservedWatch, "look", planted.UnservedWatch.look)
+    found = state_problem(pool, "unserved_cut")
+    assert found is not None and "u0, waiting all along, was said unserved 2 times" in found
