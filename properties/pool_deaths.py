@@ -3,11 +3,11 @@ database is away (``pool_kept``).
 
 The schedules kill workers with SIGKILL or stop them with SIGTERM; a worker that dies by
 any other signal (SIGHUP: its terminal hung up; SIGSEGV, an OOM killer's) died all the
-same: its first death since the run's last progress sends the run again at once, with no
-reason of its own (the supervisor's ``free_after_exit``: a negative exit code is a death,
-whatever the signal). Until 2026-12-06 only -9 and -15 were ever seen, and ``code < -1``
-survived: a SIGHUP's -1 was taken for an exit with a code, backed off and blamed on the
-worker.
+same: its first death since the run's last progress sends the run again at once (its
+lease ends the moment it is freed, not a second before), with no reason of its own (the
+supervisor's ``free_after_exit``: a negative exit code is a death, whatever the signal).
+Until 2026-12-06 only -9 and -15 were ever seen, and ``code < -1`` survived: a SIGHUP's
+-1 was taken for an exit with a code, backed off and blamed on the worker.
 
 A worker that dies holding a run while the database is down cannot have its run freed:
 the supervisor says so (``release-failed run=R``) and goes on reaping, the run's lease
@@ -50,12 +50,21 @@ def hangup_is_a_death(
     row = sqlfile.one(runner.conn, "failed_run", {"run": hup})
     sup.sweep()
     taker = next((w for w in sup.busy if w.lease and w.lease.run_id == hup), None)
+    freed_at = row and row["updated_at"]  # the statement that freed it set both
     if row is None or row["failure"] is not None or taker is None:
         wrong(
             f"worker {holder.pid} died of SIGHUP holding {hup} (its first death), and the "
             f"run was left with failure {row and row['failure']!r}, until "
             f"{row and row['lease_expires_at']}, handed to {taker and taker.pid}: a death "
             "by any signal sends the run again at once, blaming nobody"
+        )
+        return False
+    if row["lease_expires_at"] != freed_at:
+        wrong(
+            f"worker {holder.pid} died holding {hup} (its first death), freed at {freed_at} "
+            f"with a lease that ends at {row['lease_expires_at']}: at once is the moment it "
+            "was freed, neither before (a history that says the lease ran out while its "
+            "worker lived) nor after"
         )
         return False
     return ends_done(runner, sup, hup, wrong, "its worker died of SIGHUP")

@@ -143,3 +143,16 @@ def test_a_pool_worker_that_mishandles_a_bug_in_its_run_is_caught(
     made = plant_python(monkeypatch, workerpool, old, new)
     monkeypatch.setattr(workerpool, "run_leased", made.run_leased)
     assert "a pool worker whose run met a bug" in text_of_kind(bug_problems(planted), "pool_bug")
+
+
+def test_a_supervisor_that_frees_a_run_back_in_time_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """takeback's 25a8efb4: a first death's run freed with a lease that ended a second
+    before it was freed (the next claim's audit row, and the operator, read that the lease
+    ran out while its worker still lived)."""
+    old = "if again else 0.0"
+    made = plant_python(monkeypatch, takeback, old, old.replace("0.0", "-1.0"))
+    monkeypatch.setattr(supervision, "free_after_exit", made.free_after_exit)
+    said = "with a lease that ends at"
+    assert said in text_of_kind(kept_problems(planted), "pool_kept")

@@ -66,7 +66,7 @@ GROUP BY r.owner, r.lease_expires_at;
 -- How a run stands after its worker stopped with a permanent error, and how many of its
 -- model's answers had a call refused (TooManyBadAnswers: more of them than the worker's
 -- max_bad_answers).
-SELECT r.status, r.owner, r.generation, r.lease_expires_at, r.failure,
+SELECT r.status, r.owner, r.generation, r.lease_expires_at, r.updated_at, r.failure,
        (SELECT count(DISTINCT d.llm_call) FROM decisions d
         JOIN tool_calls t ON t.run_id = d.run_id AND t.seq = d.seq
         WHERE d.run_id = r.id AND t.remote_status = 'rejected') AS bad_answers
