@@ -9,6 +9,12 @@ unfit after a bug or a database error), and says nothing more of it (the error w
 reported). Until 2026-12-06 no pool worker met a bug inside a run: ``not unfit and
 connection_fit`` as ``or``, and the ``reported`` test inverted, survived.
 
+Before a pool worker holds its run (``unheld``), an error nobody expects -- the database
+refusing its adoption of the supervisor's claim with a trigger's error, not a lost
+connection -- is ``run_leased``'s own to say: one ``unexpected`` ERROR line, exit 70, no
+other run. Until 2026-12-07 nothing reached that handler: its type and its ``False``
+survived.
+
 The waits on real time are for processes to do their work (bounded by
 :data:`~properties.pool_loop.LOOP_WAIT`), never to expire anything.
 """
@@ -43,12 +49,13 @@ class _Raising(httpx.BaseTransport):
 
 
 class _BuggyModel:
-    """The world's worker transports, its model's raising a bug; the worker's ERROR lines
-    (every logger of the runtime) to a file."""
+    """The world's worker transports, its model's raising a bug (unless not ``buggy``);
+    the worker's ERROR lines (every logger of the runtime) to a file."""
 
-    def __init__(self, setup: Transports, log_path: Path) -> None:
+    def __init__(self, setup: Transports, log_path: Path, *, buggy: bool = True) -> None:
         self.setup = setup
         self.log_path = log_path
+        self.buggy = buggy
 
     def __call__(self) -> Mapping[str, httpx.BaseTransport]:
         said = logging.FileHandler(self.log_path)  # in the worker
@@ -58,7 +65,7 @@ class _BuggyModel:
             logger = logging.getLogger(name)
             logger.addHandler(said)
             logger.setLevel(logging.ERROR)  # the suite quiets the runtime's loggers
-        return {**self.setup(), "model": _Raising()}
+        return {**self.setup(), "model": _Raising()} if self.buggy else self.setup()
 
 
 def _stopped(runner: PoolRunner, run: str) -> bool:
@@ -102,4 +109,48 @@ def bug_problems(runner: PoolRunner) -> list[Violation]:
         )
     elif not failure.startswith("UnexpectedError: RuntimeError: " + BUG):
         problems.append(Violation("pool_bug", run, None, f"the run says {failure!r}"))
+    return problems
+
+
+def unheld_problems(runner: PoolRunner) -> list[Violation]:
+    """A pool worker meets an error nobody expects before it holds its run: the database
+    refuses its adoption of the supervisor's claim with an error of its own (a trigger's:
+    not a lost connection, which the worker knows). It says so in one ERROR line, exits 70
+    rather than take another run, and the supervisor frees the run, blaming that exit."""
+    (run,) = create_runs(runner, "unheld", ("provisioning",))
+    log_path = runner.log_dir / "unheld.log"
+    log_path.unlink(missing_ok=True)
+    transports = _BuggyModel(runner.world.setup, log_path, buggy=False)
+    sqlfile.rows(runner.conn, "refuse_adoption")
+    sqlfile.rows(runner.conn, "refuse_adoption_on")
+    problems: list[Violation] = []
+    try:
+        sup = loop_supervisor(runner, LOOP_POLL, transports=transports)
+        sup.reap()
+        sup.sweep()
+        holder = next((w for w in sup.busy if w.lease and w.lease.run_id == run), None)
+        if holder is None:
+            shut_down(sup, "unheld", problems)
+            return [Violation("pool_bug", run, None, f"run {run} was not handed to a worker")]
+        gone = reap_until_gone(sup, [holder.pid], EXIT_WAIT)
+        shut_down(sup, "unheld", problems)
+    finally:
+        sqlfile.rows(runner.conn, "refuse_adoption_off")
+    text = log_path.read_text() if log_path.exists() else ""
+    lines = [line for line in text.splitlines() if line.startswith("ERROR ") and run in line]
+    row = sqlfile.one(runner.conn, "failed_run", {"run": run})
+    failure = "" if row is None else str(row["failure"])
+    said = len(lines) == 1 and lines[0].startswith(f"ERROR unexpected run={run} ")
+    if not gone or holder.exit_code != EXIT_SOFTWARE or not said or "code 70" not in failure:
+        problems.append(
+            Violation(
+                "pool_bug",
+                run,
+                None,
+                f"a pool worker whose adoption of {run} raised an error nobody expects ended "
+                f"{holder.exit_code} (gone: {gone}), said {lines}, and left the run with "
+                f"{failure[:80]!r}: one ERROR line, exit {EXIT_SOFTWARE} rather than take "
+                "another run, the run freed blaming that exit",
+            )
+        )
     return problems

@@ -14,7 +14,7 @@ from agent_runtime.supervisor.supervision import Supervisor
 from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from .planting import plant_python
-from .pool_bug import bug_problems
+from .pool_bug import bug_problems, unheld_problems
 from .pool_kept import kept_problems
 from .pool_modes import mode_problems, spawn_problems
 from .pool_open import open_problems
@@ -31,6 +31,7 @@ def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
     assert open_problems(bare_pool) == []
     assert stall_problems(bare_pool) == []
     assert bug_problems(bare_pool) == []
+    assert unheld_problems(bare_pool) == []
 
 
 class _Impatient(Supervisor):
@@ -156,3 +157,24 @@ def test_a_supervisor_that_frees_a_run_back_in_time_is_caught(
     monkeypatch.setattr(supervision, "free_after_exit", made.free_after_exit)
     said = "with a lease that ends at"
     assert said in text_of_kind(kept_problems(planted), "pool_kept")
+
+
+UNEXPECTED = "    except Exception as exc:  # a bug before the run was held"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (UNEXPECTED, UNEXPECTED.replace("Exception", "KeyError")),
+        ("        return EXIT_SOFTWARE, False", "        return EXIT_SOFTWARE, True"),
+    ],
+)
+def test_a_pool_worker_that_mishandles_an_error_before_its_run_is_held_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch, old: str, new: str
+) -> None:
+    """run_leased's fd5865e5 (the error leaves run_leased) and 53f8ac42 (the worker takes
+    another run after it)."""
+    made = plant_python(monkeypatch, workerpool, old, new)
+    monkeypatch.setattr(workerpool, "run_leased", made.run_leased)
+    said = "a pool worker whose adoption of unheld0 raised an error nobody expects"
+    assert said in text_of_kind(unheld_problems(planted), "pool_bug")

@@ -36,7 +36,7 @@ from agent_runtime.observe.metrics import MULTIPROC_ENV
 from agent_runtime.store.journal import Journal
 
 from ..events import Event
-from ..pool_bug import bug_problems
+from ..pool_bug import bug_problems, unheld_problems
 from ..pool_kept import kept_problems
 from ..pool_modes import mode_problems
 from ..pool_open import open_problems
@@ -103,13 +103,14 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
             failing.pop()
 
         # the corners no schedule reaches first: a few seconds, deterministic
-        stage = "pool: the spawn modes, the pool kept whole, a stop of stalled workers, a bug"
+        stage = "pool: the spawn modes, the pool kept whole, a stop of stalled workers, bugs"
         cornered = [
             *mode_problems(pool),
             *kept_problems(pool),
             *open_problems(pool),
             *stall_problems(pool),
             *bug_problems(pool),
+            *unheld_problems(pool),
         ]
         if cornered:
             raise PoolFinding("\n".join(str(v) for v in cornered))

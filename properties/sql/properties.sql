@@ -153,3 +153,24 @@ SELECT d.seq, d.tool, t.state
 FROM decisions d LEFT JOIN tool_calls t ON t.run_id = d.run_id AND t.seq = d.seq
 WHERE d.run_id = %(run)s
 ORDER BY d.seq;
+
+-- name: refuse_adoption
+-- A database that refuses one write with an error no worker expects (an operator's
+-- trigger, a constraint added under live workers): a run named 'unheld...' changing owner
+-- within its generation -- a pool worker adopting the supervisor's claim -- raises.
+CREATE OR REPLACE FUNCTION properties_refuse_adoption() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF starts_with(NEW.id, 'unheld') AND OLD.owner IS NOT NULL AND NEW.owner IS NOT NULL
+       AND NEW.owner <> OLD.owner AND NEW.generation = OLD.generation THEN
+        RAISE EXCEPTION 'the adoption of run %% is refused by a trigger', NEW.id;  -- %% for psycopg
+    END IF;
+    RETURN NEW;
+END $$;
+
+-- name: refuse_adoption_on
+CREATE OR REPLACE TRIGGER properties_refuse_adoption BEFORE UPDATE ON runs
+FOR EACH ROW EXECUTE FUNCTION properties_refuse_adoption();
+
+-- name: refuse_adoption_off
+DROP TRIGGER IF EXISTS properties_refuse_adoption ON runs;
