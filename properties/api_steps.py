@@ -100,7 +100,7 @@ def check_steps(runner: InProcessRunner) -> list[str]:
     return problems
 
 
-def _worker(
+def worker_for(
     runner: InProcessRunner,
     agent: Agent,
     *,
@@ -117,9 +117,9 @@ def _worker(
     )
 
 
-def _crashed(runner: InProcessRunner, agent: Agent, run: str, point: str, seq: int) -> bool:
+def crash_run(runner: InProcessRunner, agent: Agent, run: str, point: str, seq: int) -> bool:
     """Start ``run`` and crash its worker at ``point`` of step ``seq``: whether it did."""
-    worker = _worker(runner, agent, crash=CrashPlan(point=point, seq=seq, action=raise_crash))
+    worker = worker_for(runner, agent, crash=CrashPlan(point=point, seq=seq, action=raise_crash))
     try:
         worker.run(run)
     except InjectedCrash:
@@ -129,9 +129,9 @@ def _crashed(runner: InProcessRunner, agent: Agent, run: str, point: str, seq: i
     return False
 
 
-def _resumed(runner: InProcessRunner, agent: Agent, run: str) -> str:
+def resume_run(runner: InProcessRunner, agent: Agent, run: str) -> str:
     """A fresh worker takes ``run`` over and drives it: its status, or the error it raised."""
-    worker = _worker(runner, agent)
+    worker = worker_for(runner, agent)
     try:
         return worker.run(run, create=False, takeover=True).status
     except AgentRuntimeError as exc:
@@ -142,7 +142,7 @@ def _resumed(runner: InProcessRunner, agent: Agent, run: str) -> str:
 
 def _reads_unasked(runner: InProcessRunner) -> list[str]:
     asked: list[str] = []
-    worker = _worker(runner, suite_agents(runner.remotes.support_url)["support"])
+    worker = worker_for(runner, suite_agents(runner.remotes.support_url)["support"])
     journal = worker.journal
     real = journal.check_owner
 
@@ -163,7 +163,7 @@ def _reads_unasked(runner: InProcessRunner) -> list[str]:
 
 def _long_failure(runner: InProcessRunner) -> list[str]:
     transports = {**runner.transports, "support": _Failing(runner.transports["support"])}
-    worker = _worker(
+    worker = worker_for(
         runner, suite_agents(runner.remotes.support_url)["support"], transports=transports
     )
     try:
@@ -185,7 +185,7 @@ def _retyped(runner: InProcessRunner, *, order: type[enum.Enum]) -> list[str]:
     """Crash once the lookup is decided; resume with a lookup whose order is an enum."""
     run = f"steps-{order.__name__.lower()}"
     url = runner.remotes.support_url
-    if not _crashed(runner, suite_agents(url)["support"], run, "after_decide", 0):
+    if not crash_run(runner, suite_agents(url)["support"], run, "after_decide", 0):
         return [f"{run}: the worker never reached after_decide of step 0"]
     got: list[object] = []
     stricter = Agent(
@@ -195,7 +195,7 @@ def _retyped(runner: InProcessRunner, *, order: type[enum.Enum]) -> list[str]:
         input=SUPPORT_INPUT,
         model="mock-support",
     )
-    ended = _resumed(runner, stricter, run)
+    ended = resume_run(runner, stricter, run)
     if order is Known:
         if ended != "done" or [type(value) for value in got] != [Known]:
             return [f"a journaled lookup was handed {got!r} (the run ended {ended})"]
@@ -230,7 +230,7 @@ def _aged_answer(runner: InProcessRunner) -> list[str]:
     confirmed, at answer numbers past :data:`AGED`, and resume."""
     run = "steps-aged"
     parallel = suite_agents(runner.remotes.support_url)["parallel"]
-    maker = _worker(runner, parallel)
+    maker = worker_for(runner, parallel)
     try:
         maker.journal.create_run(run, parallel.name, None)
     finally:
@@ -238,7 +238,7 @@ def _aged_answer(runner: InProcessRunner) -> list[str]:
     sqlfile.rows(runner.conn, "age_run", {"run": run, "generation": AGED})
     sqlfile.rows(runner.conn, "age_answers", {"run": run, "answers": AGED})
     crash = CrashPlan(point="after_confirm", seq=1, action=raise_crash)
-    worker = _worker(runner, parallel, crash=crash)
+    worker = worker_for(runner, parallel, crash=crash)
     try:
         worker.run(run, create=False)
         return [f"{run}: the worker never reached after_confirm of step 1"]
@@ -246,7 +246,7 @@ def _aged_answer(runner: InProcessRunner) -> list[str]:
         pass
     finally:
         worker.close()
-    ended = _resumed(runner, parallel, run)
+    ended = resume_run(runner, parallel, run)
     if ended != "done":
         return [f"a run resumed inside an answer past answer {AGED} ended {ended}"]
     return []
@@ -256,11 +256,11 @@ def _answers_missing(runner: InProcessRunner) -> list[str]:
     """Crash once the lookup (step 0) is confirmed, forget the run's answers, resume."""
     run = "steps-old"
     support = suite_agents(runner.remotes.support_url)["support"]
-    if not _crashed(runner, support, run, "after_confirm", 0):
+    if not crash_run(runner, support, run, "after_confirm", 0):
         return [f"{run}: the worker never reached after_confirm of step 0"]
     if not sqlfile.rows(runner.conn, "forget_answers", {"run": run}):
         return [f"{run}: no decision was journaled before the crash"]
-    ended = _resumed(runner, support, run)
+    ended = resume_run(runner, support, run)
     steps = sqlfile.rows(runner.conn, "decided_steps", {"run": run})
     unsettled = [
         (s["seq"], s["tool"], s["state"])
@@ -280,9 +280,9 @@ def _redo_span(runner: InProcessRunner) -> list[str]:
     the operator orders a redo, and the next worker's ``intent`` span says so."""
     run = "steps-redo"
     once = suite_agents(runner.remotes.support_url)["once"]
-    if not _crashed(runner, once, run, "after_intent", 2):
+    if not crash_run(runner, once, run, "after_intent", 2):
         return [f"{run}: the worker never reached after_intent of step 2"]
-    parked = _resumed(runner, once, run)
+    parked = resume_run(runner, once, run)
     if "once" not in parked:
         return [f"a once call in doubt did not park its run: {parked}"]
     resolve_call(runner.conn, run, 2, "redo", reason="not sent", in_flight_ok=True)
@@ -291,7 +291,7 @@ def _redo_span(runner: InProcessRunner) -> list[str]:
     provider.add_span_processor(SimpleSpanProcessor(spans))
     kept, tracing.provider = tracing.provider, provider
     try:
-        ended = _resumed(runner, once, run)
+        ended = resume_run(runner, once, run)
     finally:
         tracing.provider = kept
         provider.shutdown()

@@ -159,12 +159,17 @@ class Looping:
 
 
 def loop_supervisor(
-    runner: PoolRunner, poll: float, spawn: str = "pool", transports: Transports | None = None
+    runner: PoolRunner,
+    poll: float,
+    spawn: str = "pool",
+    transports: Transports | None = None,
+    max_workers: int | None = None,
 ) -> Supervisor:
     """A supervisor of the world's class, its agents and worker setup (or ``transports``),
-    without gates."""
+    without gates (with ``max_workers``, or the world's)."""
     world = runner.world
-    settings = world.settings.with_changes(crash=CrashPlan(), poll=poll)
+    size = world.settings.max_workers if max_workers is None else max_workers
+    settings = world.settings.with_changes(crash=CrashPlan(), poll=poll, max_workers=size)
     supervisor = world.supervisor_class(
         runner.url,
         settings,

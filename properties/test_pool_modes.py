@@ -19,6 +19,7 @@ from .pool_kept import kept_problems
 from .pool_modes import mode_problems, spawn_problems
 from .pool_open import open_problems
 from .pool_runner import PoolRunner
+from .pool_size import size_problems
 from .pool_stall import stall_problems
 from .violations import text_of_kind
 
@@ -32,6 +33,7 @@ def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
     assert stall_problems(bare_pool) == []
     assert bug_problems(bare_pool) == []
     assert unheld_problems(bare_pool) == []
+    assert size_problems(bare_pool) == []
 
 
 class _Impatient(Supervisor):
@@ -178,3 +180,14 @@ def test_a_pool_worker_that_mishandles_an_error_before_its_run_is_held_is_caught
     monkeypatch.setattr(workerpool, "run_leased", made.run_leased)
     said = "a pool worker whose adoption of unheld0 raised an error nobody expects"
     assert said in text_of_kind(unheld_problems(planted), "pool_bug")
+
+
+def test_a_supervisor_whose_room_is_an_identity_test_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """supervision._room's c4892931: ``<`` written ``is not``, alike up to 256 workers."""
+    old = "len(self.workers) < self.settings.max_workers"
+    made = plant_python(monkeypatch, supervision, old, old.replace("<", "is not"))
+    monkeypatch.setattr(supervision.Supervisor, "_room", made.Supervisor._room)
+    said = "with 257 busy workers started a spare (1 more)"
+    assert said in text_of_kind(size_problems(planted), "pool_room")

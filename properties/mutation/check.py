@@ -4,7 +4,8 @@ It runs what CI runs against whatever ``agent_runtime`` this interpreter imports
 mutation driver points ``PYTHONPATH`` at a mutated copy of the package): the worker's API
 as a user calls it and a step's corners as a user's agents meet them
 (:mod:`properties.api_corners`, :mod:`properties.api_steps`), whether an owner is
-dead where no schedule asks (:mod:`properties.lease_corners`): seconds, the small
+dead where no schedule asks (:mod:`properties.lease_corners`), the statements where two
+writers meet or one comes late (:mod:`properties.sql_corners`): seconds; the small
 scope's grid (694 schedules, stops at the first violation), then, if the grid
 passed, the ``ci`` profile's Hypothesis exploration -- :func:`properties.exploring.explore`,
 the same call ``test_variants.py`` makes for each broken runtime. Hypothesis does not
@@ -81,6 +82,7 @@ def _check(argv: Sequence[str] | None) -> int:
     from ..lease_corners import check_owners
     from ..runners import InProcessRunner
     from ..server import SuiteDatabase
+    from ..sql_corners import check_races
     from ..violations import Violation, Violations
 
     began = time.monotonic()
@@ -91,7 +93,14 @@ def _check(argv: Sequence[str] | None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mutant-failures-") as failures:
             corners = args.pool_only or args.command_only
-            api = [] if corners else check_api(runner) or check_steps(runner) or check_owners()
+            api = (
+                []
+                if corners
+                else check_api(runner)
+                or check_steps(runner)
+                or check_owners()
+                or check_races(runner)
+            )
             if args.pool_only or args.command_only:
                 error, stage, saved = None, "skipped", []
             elif api:  # the worker's API and a step's corners (api_corners, api_steps)

@@ -42,6 +42,7 @@ from ..pool_modes import mode_problems
 from ..pool_open import open_problems
 from ..pool_runner import PoolRunner
 from ..pool_serve import loop_problems
+from ..pool_size import size_problems
 from ..pool_stall import stall_problems
 from ..pool_states import SETTINGS as STATES
 from ..pool_states import state_problem
@@ -111,6 +112,7 @@ def pool_stage(inprocess: InProcessRunner, database: SuiteDatabase, *, profile: 
             *stall_problems(pool),
             *bug_problems(pool),
             *unheld_problems(pool),
+            *size_problems(pool),
         ]
         if cornered:
             raise PoolFinding("\n".join(str(v) for v in cornered))
