@@ -147,9 +147,10 @@ def _command(mutant: Mutant, protocol: str) -> str:
     if mutant.where in MIMICKED_QUERIES:  # the suite's sweep sends it, and the supervisor
         return f"{protocol} --pool"
     if mutant.module in POOL_MODULES or mutant.where in POOL_QUERIES:
-        # the in-process stages never import the supervisor nor send these statements
-        # (check.py prints "supervisor imported: []" after them in every run of the first
-        # rounds): they cannot kill these mutants, so the pool stage judges them alone
+        # the schedules never reach the supervisor nor send these statements (check.py
+        # printed "supervisor imported: []" after them in every run of the first rounds):
+        # the statement corners (sql_corners: the watchdog's and the give-up's statements,
+        # a supervisor's late release) and the pool stage judge these mutants
         return f"{protocol} --pool-only"
     return protocol + " --process" * (mutant.module in PROCESS_MODULES)
 

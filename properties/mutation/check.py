@@ -92,19 +92,21 @@ def _check(argv: Sequence[str] | None) -> int:
     runner = InProcessRunner(database.url, server=database)
     try:
         with tempfile.TemporaryDirectory(prefix="mutant-failures-") as failures:
-            corners = args.pool_only or args.command_only
-            api = (
-                []
-                if corners
-                else check_api(runner)
-                or check_steps(runner)
-                or check_owners()
-                or check_races(runner)
-            )
-            if args.pool_only or args.command_only:
-                error, stage, saved = None, "skipped", []
-            elif api:  # the worker's API and a step's corners (api_corners, api_steps)
+            if args.command_only:
+                api = []
+            elif args.pool_only:  # the supervisor's statements where writers meet
+                api = check_races(runner)
+            else:  # the worker's API, a step's, an owner's death, writers meeting
+                api = (
+                    check_api(runner)
+                    or check_steps(runner)
+                    or check_owners()
+                    or check_races(runner)
+                )
+            if api:
                 error, stage, saved = Violation("api", None, None, "; ".join(api)), "api", []
+            elif args.pool_only or args.command_only:
+                error, stage, saved = None, "skipped", []
             elif args.no_hypothesis:
                 runner.warm()
                 swept = scope.sweep(
@@ -165,8 +167,8 @@ def _check(argv: Sequence[str] | None) -> int:
 
 
 def _supervisor_imported() -> list[str]:
-    """The supervisor's modules this process has imported (none, after the in-process
-    stages: they never reach the real supervisor)."""
+    """The supervisor's modules this process has imported before the pool stage (the
+    statement corners' watchdog and worker handle; the schedules reach none)."""
     return sorted(m for m in sys.modules if m.startswith("agent_runtime.supervisor"))
 
 
