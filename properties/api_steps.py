@@ -90,6 +90,13 @@ def check_steps(runner: InProcessRunner) -> list[str]:
         _answers_missing,
         _redo_span,
     )
+    return run_stories(runner, stories)
+
+
+def run_stories(
+    runner: InProcessRunner, stories: Sequence[Callable[[InProcessRunner], list[str]]]
+) -> list[str]:
+    """Each story on a clean slate (the runner reset before and after): what went wrong."""
     problems: list[str] = []
     for story in stories:
         runner.reset()

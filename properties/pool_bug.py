@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Final
 import httpx
 
 from agent_runtime.errors import EXIT_SOFTWARE
-from agent_runtime.supervisor.workerpool import Transports
+from agent_runtime.supervisor.supervision import Supervisor
+from agent_runtime.supervisor.workerpool import Transports, WorkerProcess
 
 from . import sqlfile
 from .pool_loop import LOOP_POLL, create_runs, loop_supervisor, reap_until_gone, wait_until
@@ -68,6 +69,20 @@ class _BuggyModel:
         return {**self.setup(), "model": _Raising()} if self.buggy else self.setup()
 
 
+def _handed(
+    sup: Supervisor, run: str, name: str, problems: list[Violation]
+) -> WorkerProcess | None:
+    """The worker the supervisor's first pass hands ``run`` to; None (the supervisor shut
+    down, a violation in ``problems``) when it hands it to none."""
+    sup.reap()
+    sup.sweep()
+    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == run), None)
+    if holder is None:
+        shut_down(sup, name, problems)
+        problems.append(Violation("pool_bug", run, None, f"run {run} was not handed to a worker"))
+    return holder
+
+
 def _stopped(runner: PoolRunner, run: str) -> bool:
     row = sqlfile.one(runner.conn, "failed_run", {"run": run})
     return row is not None and row["failure"] is not None
@@ -81,12 +96,9 @@ def bug_problems(runner: PoolRunner) -> list[Violation]:
     log_path.unlink(missing_ok=True)
     sup = loop_supervisor(runner, LOOP_POLL, transports=_BuggyModel(runner.world.setup, log_path))
     problems: list[Violation] = []
-    sup.reap()
-    sup.sweep()
-    holder = next((w for w in sup.busy if w.lease and w.lease.run_id == run), None)
+    holder = _handed(sup, run, "bug", problems)
     if holder is None:
-        shut_down(sup, "bug", problems)
-        return [Violation("pool_bug", run, None, f"run {run} was not handed to a worker")]
+        return problems
     wait_until(lambda: _stopped(runner, run))  # its stop is recorded: it is leaving now
     gone = reap_until_gone(sup, [holder.pid], EXIT_WAIT)
     shut_down(sup, "bug", problems)
@@ -126,12 +138,9 @@ def unheld_problems(runner: PoolRunner) -> list[Violation]:
     problems: list[Violation] = []
     try:
         sup = loop_supervisor(runner, LOOP_POLL, transports=transports)
-        sup.reap()
-        sup.sweep()
-        holder = next((w for w in sup.busy if w.lease and w.lease.run_id == run), None)
+        holder = _handed(sup, run, "unheld", problems)
         if holder is None:
-            shut_down(sup, "unheld", problems)
-            return [Violation("pool_bug", run, None, f"run {run} was not handed to a worker")]
+            return problems
         gone = reap_until_gone(sup, [holder.pid], EXIT_WAIT)
         shut_down(sup, "unheld", problems)
     finally:

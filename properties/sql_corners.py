@@ -40,7 +40,7 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 
 from . import sqlfile
 from .agents import suite_agents
-from .api_steps import crash_run, resume_run
+from .api_steps import crash_run, resume_run, run_stories
 from .runner import LEASE
 from .runners import InProcessRunner
 
@@ -62,14 +62,7 @@ def check_races(runner: InProcessRunner) -> list[str]:
         _resolve_failed_run,
         _watchdog_without_holder,
     )
-    problems: list[str] = []
-    for story in stories:
-        runner.reset()
-        try:
-            problems += story(runner)
-        finally:
-            runner.reset()
-    return problems
+    return run_stories(runner, stories)
 
 
 def _second_writer(
@@ -171,9 +164,7 @@ def _zombie_of_a_retry(runner: InProcessRunner) -> list[str]:
     if not crash_run(runner, support, run, "after_intent", 2):
         return [f"{run}: the worker never reached after_intent of step 2"]
     journal = Journal(runner.conn)
-    held = journal.require_run(run)
-    assert held.owner is not None
-    zombie = Lease(run_id=run, owner=held.owner, generation=held.generation)
+    zombie = _held(journal, run)
     call = journal.history(run).calls[2]
     runner._advance(LEASE + 1.0)
     retry_run(runner.conn, run)
@@ -184,11 +175,18 @@ def _zombie_of_a_retry(runner: InProcessRunner) -> list[str]:
         "adopt": lambda: journal.adopt(zombie, "host:9:adopter"),
     }
     return [
-        f"the worker of a retried run (its owner cleared, generation {held.generation} "
+        f"the worker of a retried run (its owner cleared, generation {zombie.generation} "
         f"kept) could still {what}"
         for what, write in writes.items()
         if not _refused(write)
     ]
+
+
+def _held(journal: Journal, run: str) -> Lease:
+    """The lease ``run`` is held by now (its crashed worker's)."""
+    held = journal.require_run(run)
+    assert held.owner is not None, f"{run} is not held"
+    return Lease(run_id=run, owner=held.owner, generation=held.generation)
 
 
 def _refused(write: Callable[[], object]) -> bool:
@@ -258,10 +256,7 @@ def _landing_of_this_run(runner: InProcessRunner) -> list[str]:
     journal = Journal(runner.conn)
     waits: dict[str, float] = {}
     for run in runs:
-        held = journal.require_run(run)
-        assert held.owner is not None
-        lease = Lease(run_id=run, owner=held.owner, generation=held.generation)
-        waits[run] = journal.landing_wait(lease, journal.history(run).calls[2])
+        waits[run] = journal.landing_wait(_held(journal, run), journal.history(run).calls[2])
     if waits[runs[0]] <= 0 or abs(waits[runs[1]] - waits[runs[0]] - 1.0) > 1e-6:
         return [f"two runs' calls at one step, sent a second apart, wait {waits}"]
     return []
@@ -297,9 +292,7 @@ def _resolve_failed_run(runner: InProcessRunner) -> list[str]:
     if not crash_run(runner, provisioning, run, "after_intent", 0):
         return [f"{run}: the worker never reached after_intent of step 0"]
     journal = Journal(runner.conn)
-    held = journal.require_run(run)
-    assert held.owner is not None
-    journal.fail(Lease(run_id=run, owner=held.owner, generation=held.generation), "given up")
+    journal.fail(_held(journal, run), "given up")
     resolve_call(runner.conn, run, 0, "confirm", result={"id": "srv-by-operator"})
     status = journal.require_run(run).status
     return [] if status == "failed" else [f"a resolve of a failed run's call left it {status}"]
