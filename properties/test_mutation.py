@@ -313,8 +313,9 @@ def test_the_report_shows_the_two_tiers_apart(tmp_path: Path) -> None:
 
 def test_the_statements_only_the_supervisor_sends_get_the_pool_stage() -> None:
     """A statement the supervisor package sends, and neither the rest of the runtime nor the
-    suite's own sweep, runs only under the real supervisor: its mutants get the pool stage
-    alone, as the package's do. One the suite's sweep mimics (``claim_expired``) gets both
+    suite's own sweep, runs only under the real supervisor (and in the statement corners,
+    which ``--pool-only`` runs first): its mutants get ``--pool-only``, as the package's
+    do. One the suite's sweep mimics (``claim_expired``) gets both
     stages: only the real supervisor serves a subset of the agents."""
     source = Path(pymutants.__file__).parents[2] / "src/agent_runtime"
     suite = Path(__file__).parent
@@ -327,7 +328,10 @@ def test_the_statements_only_the_supervisor_sends_get_the_pool_stage() -> None:
 
     inside = sorted((source / "supervisor").glob("*.py"))
     outside = [p for p in source.rglob("*.py") if "supervisor" not in p.parts]
-    mimic = [p for p in suite.rglob("*.py") if not p.name.startswith(("pool_", "test_"))]
+    # the statement corners send the supervisor's statements as the supervisor would, and
+    # --pool-only runs them before the pool stage (check.py): no mimic of the sweep
+    corners = ("pool_", "test_", "sql_corners")
+    mimic = [p for p in suite.rglob("*.py") if not p.name.startswith(corners)]
     mimicked = sent([p for p in mimic if "mutation" not in p.parts])
     assert sent(inside) - sent(outside) - mimicked == mutation_main.POOL_QUERIES
     assert sent(inside) & mimicked == mutation_main.MIMICKED_QUERIES
