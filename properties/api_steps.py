@@ -1,4 +1,4 @@
-"""A step's corners as a user's agents meet them (the ``api`` check's second half): what
+"""A step's corners as a user's agents meet them (the ``api`` check's second part): what
 no schedule does, since the suite's agents never change between a crash and the restart,
 never fail for certain with a long message, and never rebuild a conversation without the
 answers the journal keeps.
@@ -18,7 +18,9 @@ answers the journal keeps.
 - the ``intent`` span of an operator's redo says ``redo``.
 
 Each story crashes a worker of this process at a named point (``InjectedCrash``) and lets
-a fresh worker take the run over, as a restarted process would.
+a fresh worker take the run over, as a restarted process would. The mutation command runs
+it after :mod:`properties.api_corners`; CI in ``properties/test_api_steps.py``, with each
+slip it was written for planted as the driver writes it.
 """
 
 from __future__ import annotations
