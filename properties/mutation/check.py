@@ -106,7 +106,8 @@ def _check(argv: Sequence[str] | None) -> int:
             if api:
                 error, stage, saved = Violation("api", None, None, "; ".join(api)), "api", []
             elif args.pool_only or args.command_only:
-                error, stage, saved = None, "skipped", []
+                stage = "skipped" if args.command_only else "the statement corners"
+                error, saved = None, []
             elif args.no_hypothesis:
                 runner.warm()
                 swept = scope.sweep(
