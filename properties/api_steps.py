@@ -116,6 +116,8 @@ def worker_for(
     crash: CrashPlan | None = None,
     transports: dict[str, httpx.BaseTransport] | None = None,
 ) -> Worker:
+    """A worker of ``agent`` on a connection of its own to ``runner``'s database and its
+    remotes (or ``transports``), dying at ``crash``; beaten by nobody (a run is short)."""
     return Worker.build(
         Journal(db.connect(runner.url)),
         runner.base_settings,
@@ -126,11 +128,14 @@ def worker_for(
     )
 
 
-def crash_run(runner: InProcessRunner, agent: Agent, run: str, point: str, seq: int) -> bool:
-    """Start ``run`` and crash its worker at ``point`` of step ``seq``: whether it did."""
+def crash_run(
+    runner: InProcessRunner, agent: Agent, run: str, point: str, seq: int, *, create: bool = True
+) -> bool:
+    """Start ``run`` (made here unless not ``create``) and crash its worker at ``point`` of
+    step ``seq``: whether it did."""
     worker = worker_for(runner, agent, crash=CrashPlan(point=point, seq=seq, action=raise_crash))
     try:
-        worker.run(run)
+        worker.run(run, create=create)
     except InjectedCrash:
         return True
     finally:
@@ -239,22 +244,11 @@ def _aged_answer(runner: InProcessRunner) -> list[str]:
     confirmed, at answer numbers past :data:`AGED`, and resume."""
     run = "steps-aged"
     parallel = suite_agents(runner.remotes.support_url)["parallel"]
-    maker = worker_for(runner, parallel)
-    try:
-        maker.journal.create_run(run, parallel.name, None)
-    finally:
-        maker.close()
+    Journal(runner.conn).create_run(run, parallel.name, None)
     sqlfile.rows(runner.conn, "age_run", {"run": run, "generation": AGED})
     sqlfile.rows(runner.conn, "age_answers", {"run": run, "answers": AGED})
-    crash = CrashPlan(point="after_confirm", seq=1, action=raise_crash)
-    worker = worker_for(runner, parallel, crash=crash)
-    try:
-        worker.run(run, create=False)
+    if not crash_run(runner, parallel, run, "after_confirm", 1, create=False):
         return [f"{run}: the worker never reached after_confirm of step 1"]
-    except InjectedCrash:
-        pass
-    finally:
-        worker.close()
     ended = resume_run(runner, parallel, run)
     if ended != "done":
         return [f"a run resumed inside an answer past answer {AGED} ended {ended}"]

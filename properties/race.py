@@ -84,7 +84,7 @@ class Racing(Driving):
             w.state = "running"
             self.moved.add(w.label)
             pilot.reply("go")
-            if not _until(lambda: pilot.arrived() or _waits(gate, pid) == "advisory"):
+            if not until(lambda: pilot.arrived() or waits_on(gate, pid) == "advisory"):
                 raise TimeoutError(f"{w.label} neither wrote a call nor reached a gate")
             if pilot.arrived():  # no write of a call before its next gate: it waits there
                 return f"nothing held; {self._drive(w, lambda g: 'pause')}"
@@ -93,7 +93,7 @@ class Racing(Driving):
             new = self._pilot_rec(self._start(run, takeover=True))
             assert isinstance(new.pilot, ThreadPilot)
             rival = new.pilot
-            if not _until(lambda: rival.arrived() or _waits(gate, rival.backend_pid) == "Lock"):
+            if not until(lambda: rival.arrived() or waits_on(gate, rival.backend_pid) == "Lock"):
                 raise TimeoutError(f"{new.label}'s claim neither committed nor waited")
             marks = self._claimed_first(w, rival)
         finally:
@@ -169,12 +169,14 @@ class RacingClaims(Racing):
             rec = self._pilot_rec(self._start(w.run, takeover=True))
             first = rec.pilot
             assert isinstance(first, ThreadPilot)
-            if not _until(lambda: first.arrived() or _waits(gate, first.backend_pid) == "advisory"):
+            if not until(
+                lambda: first.arrived() or waits_on(gate, first.backend_pid) == "advisory"
+            ):
                 raise TimeoutError(f"{rec.label}'s claim neither ended nor was held")
             if not first.arrived():  # held inside its claim: the runner's claim now
                 second = _Claim(self, w.run, sweep=bool(seconds))
                 claim = second
-                if not _until(lambda: claim.done() or _waits(gate, claim.pid) == "Lock"):
+                if not until(lambda: claim.done() or waits_on(gate, claim.pid) == "Lock"):
                     raise TimeoutError("the runner's claim neither ended nor waited")
                 claim.waited = not claim.done()
         finally:
@@ -269,7 +271,9 @@ class _Claim:
         return self._leases
 
 
-def _until(ready: Callable[[], bool]) -> bool:
+def until(ready: Callable[[], bool]) -> bool:
+    """Whether ``ready`` came true within :data:`RACE_WAIT` (another thread's or backend's
+    work getting where it goes: a bound on real time, never an expiry)."""
     deadline = time.monotonic() + RACE_WAIT
     while not ready():
         if time.monotonic() > deadline:
@@ -278,7 +282,7 @@ def _until(ready: Callable[[], bool]) -> bool:
     return True
 
 
-def _waits(conn: db.Connection, pid: int | None) -> str | None:
+def waits_on(conn: db.Connection, pid: int | None) -> str | None:
     """What backend ``pid`` waits for: ``advisory`` at the gate, ``Lock`` on a row or a
     transaction, None if it waits for neither."""
     row = sqlfile.one(conn, "backend_waits", {"pid": pid})

@@ -26,7 +26,6 @@ second waits in a thread until the database says it waits for the first's lock.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -41,10 +40,11 @@ from agent_runtime.supervisor.workerpool import WorkerProcess
 from . import sqlfile
 from .agents import suite_agents
 from .api_steps import crash_run, resume_run, run_stories
+from .race import until, waits_on
 from .runner import LEASE
 from .runners import InProcessRunner
 
-LOCK_WAIT: Final = 10.0  # seconds a second writer may take to reach the first's lock
+LOCK_WAIT: Final = 10.0  # seconds the second writer may take once the first committed
 SKIP_WAIT: Final = "200ms"  # a give-up that waits this long for a locked run waited
 
 
@@ -87,13 +87,8 @@ def _second_writer(
             first(one)
             thread = threading.Thread(target=run_second, daemon=True)
             thread.start()
-            deadline = time.monotonic() + LOCK_WAIT
-            pid = {"pid": two.info.backend_pid}
-            while thread.is_alive() and time.monotonic() < deadline:
-                row = sqlfile.one(runner.conn, "waiting_on_lock", pid)
-                if row is not None and row["waiting"]:
-                    break
-                time.sleep(0.01)  # the second writer's work, not an expiry
+            pid = two.info.backend_pid  # the first commits once the second waits (or ended)
+            until(lambda: not thread.is_alive() or waits_on(runner.conn, pid) == "Lock")
         thread.join(LOCK_WAIT)
         return got[0] if got else "the second writer never returned"
     finally:

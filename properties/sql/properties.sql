@@ -178,8 +178,3 @@ DROP TRIGGER IF EXISTS properties_refuse_adoption ON runs;
 -- name: lock_run
 -- A run's row locked, as another supervisor's claim of it holds it until it commits.
 SELECT id FROM runs WHERE id = %(run)s FOR UPDATE;
-
--- name: waiting_on_lock
--- Whether the backend %(pid)s waits for a lock now.
-SELECT coalesce(wait_event_type = 'Lock', false) AS waiting
-FROM pg_stat_activity WHERE pid = %(pid)s;
