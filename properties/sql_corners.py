@@ -140,7 +140,7 @@ def _give_up_skips(runner: InProcessRunner) -> list[str]:
     limits = {"max_attempts": 1, "give_up_after": 0.0}
 
     def give_up(conn: db.Connection) -> object:
-        conn.execute(f"SET lock_timeout = '{SKIP_WAIT}'")
+        sqlfile.rows(conn, "lock_timeout", {"wait": SKIP_WAIT})
         return [row["id"] for row in db.run(conn, "give_up_exhausted", limits)]
 
     got = _second_writer(

@@ -178,3 +178,7 @@ DROP TRIGGER IF EXISTS properties_refuse_adoption ON runs;
 -- name: lock_run
 -- A run's row locked, as another supervisor's claim of it holds it until it commits.
 SELECT id FROM runs WHERE id = %(run)s FOR UPDATE;
+
+-- name: lock_timeout
+-- How long this session's statements may wait for a lock before they fail.
+SELECT set_config('lock_timeout', %(wait)s, false);
