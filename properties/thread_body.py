@@ -12,6 +12,21 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+# The stand-ins alive now: a process that exits while one of its workers was never ended
+# (stopped by a signal while it made one, say) kills them on its way out, or they would
+# sleep on after it, for ever. (A forked child that exits normally runs this too, and
+# kills nothing: Popen.kill of a process that is not its child finds it gone, ECHILD.)
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _end_all() -> None:
+    for proc in list(_LIVE):
+        with contextlib.suppress(OSError):
+            proc.kill()
+            proc.wait()
+    _LIVE.clear()
+
 
 class Body:
     """The process an in-process worker's owner token names. Its workers are threads of one
@@ -38,6 +53,7 @@ class Body:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        _LIVE.add(self._proc)
         self.pid = self._proc.pid
         self.gone = False
 
@@ -45,6 +61,7 @@ class Body:
         if self._proc is None:  # this process: it lives on
             return
         if not self.gone:
+            _LIVE.discard(self._proc)
             with contextlib.suppress(OSError):
                 self._proc.kill()
             if not reap:  # dead before anyone asks: a zombie now, not a moment later
