@@ -6,6 +6,11 @@ planted."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Final
+
 import pytest
 
 from agent_runtime.store.records import Lease, RunTask
@@ -21,7 +26,7 @@ from .pool_open import open_problems
 from .pool_runner import PoolRunner
 from .pool_size import size_problems
 from .pool_stall import stall_problems
-from .violations import text_of_kind
+from .violations import Violation, text_of_kind
 
 
 def test_the_real_supervisor_keeps_its_modes_its_pool_and_its_stop(
@@ -103,18 +108,6 @@ def test_a_fork_supervisor_that_starts_pool_workers_is_caught(planted: PoolRunne
     assert "(pipe, exit" in text_of_kind(spawn_problems(planted, "fork"), "pool_spawn")
 
 
-def test_a_supervisor_that_takes_a_sighup_for_an_exit_code_is_caught(
-    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """takeback's ``code < -1`` (652b9d20): a death by SIGHUP (-1) taken for an exit with a
-    code, backed off and blamed on the worker."""
-    died = "died = code == EXIT_CRASHED or code < "
-    made = plant_python(monkeypatch, takeback, f"{died}0", f"{died}-1")
-    monkeypatch.setattr(supervision, "free_after_exit", made.free_after_exit)
-    said = "a death by any signal sends the run again at once, blaming nobody"
-    assert said in text_of_kind(kept_problems(planted), "pool_kept")
-
-
 def test_a_reap_that_lets_a_database_error_through_is_caught(
     planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,65 +122,66 @@ def test_a_reap_that_lets_a_database_error_through_is_caught(
 
 REPORTED = "if not exc.reported:"  # run_leased's, before its one log line
 SAYS = '            log.error("%s run=%s error=%r"'
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ("not unfit and connection_fit(worker)", "not unfit or connection_fit(worker)"),
-        (f"{REPORTED}\n{SAYS}", f"if exc.reported:\n{SAYS}"),
-    ],
-)
-def test_a_pool_worker_that_mishandles_a_bug_in_its_run_is_caught(
-    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch, old: str, new: str
-) -> None:
-    """run_leased's d2c3f937 (it takes another run after a bug) and 7edf4535 (it says a
-    reported error again): the pool worker is a fork of this process, so it runs the slip."""
-    made = plant_python(monkeypatch, workerpool, old, new)
-    monkeypatch.setattr(workerpool, "run_leased", made.run_leased)
-    assert "a pool worker whose run met a bug" in text_of_kind(bug_problems(planted), "pool_bug")
-
-
-def test_a_supervisor_that_frees_a_run_back_in_time_is_caught(
-    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """takeback's 25a8efb4: a first death's run freed with a lease that ended a second
-    before it was freed (the next claim's audit row, and the operator, read that the lease
-    ran out while its worker still lived)."""
-    old = "if again else 0.0"
-    made = plant_python(monkeypatch, takeback, old, old.replace("0.0", "-1.0"))
-    monkeypatch.setattr(supervision, "free_after_exit", made.free_after_exit)
-    said = "with a lease that ends at"
-    assert said in text_of_kind(kept_problems(planted), "pool_kept")
-
-
 UNEXPECTED = "    except Exception as exc:  # a bug before the run was held"
+DIED = "died = code == EXIT_CRASHED or code < "
+ROOM = "len(self.workers) < self.settings.max_workers"
+EARLY = "with a lease that ends at"
+SIGNAL = "a death by any signal sends the run again at once, blaming nobody"
+BUG = "a pool worker whose run met a bug"
+UNHELD = "a pool worker whose adoption of unheld0 raised an error nobody expects"
+Check = Callable[[PoolRunner], list[Violation]]
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        (UNEXPECTED, UNEXPECTED.replace("Exception", "KeyError")),
-        ("        return EXIT_SOFTWARE, False", "        return EXIT_SOFTWARE, True"),
-    ],
-)
-def test_a_pool_worker_that_mishandles_an_error_before_its_run_is_held_is_caught(
-    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch, old: str, new: str
+@dataclass(frozen=True)
+class Slip:
+    """One slip of a supervisor module's function (``name``, put in place on ``owner``,
+    which calls it), the corner check that must catch it, and what that check says."""
+
+    module: ModuleType
+    old: str
+    new: str
+    owner: ModuleType | type
+    name: str
+    check: Check
+    kind: str
+    said: str
+
+
+SLIPS: Final = {
+    # takeback's 652b9d20: a death by SIGHUP (-1) taken for an exit with a code, backed off
+    # and blamed on the worker
+    "sighup": Slip(takeback, f"{DIED}0", f"{DIED}-1", supervision, "free_after_exit",
+                   kept_problems, "pool_kept", SIGNAL),
+    # takeback's 25a8efb4: a first death's run freed with a lease that ended a second before
+    # (the next claim's audit row, and the operator, read that it ran out while its worker
+    # still lived)
+    "back_in_time": Slip(takeback, "if again else 0.0", "if again else -1.0", supervision,
+                         "free_after_exit", kept_problems, "pool_kept", EARLY),
+    # run_leased's d2c3f937 (it takes another run after a bug) and 7edf4535 (it says a
+    # reported error again): the pool worker is a fork of this process, so it runs the slip
+    "bug_fit": Slip(workerpool, "not unfit and connection_fit(worker)",
+                    "not unfit or connection_fit(worker)", workerpool, "run_leased",
+                    bug_problems, "pool_bug", BUG),
+    "bug_reported": Slip(workerpool, f"{REPORTED}\n{SAYS}", f"if exc.reported:\n{SAYS}",
+                         workerpool, "run_leased", bug_problems, "pool_bug", BUG),
+    # run_leased's fd5865e5 (the error leaves run_leased) and 53f8ac42 (the worker takes
+    # another run after it)
+    "unheld_handler": Slip(workerpool, UNEXPECTED, UNEXPECTED.replace("Exception", "KeyError"),
+                           workerpool, "run_leased", unheld_problems, "pool_bug", UNHELD),
+    "unheld_fit": Slip(workerpool, "        return EXIT_SOFTWARE, False",
+                       "        return EXIT_SOFTWARE, True", workerpool, "run_leased",
+                       unheld_problems, "pool_bug", UNHELD),
+    # supervision._room's c4892931: ``<`` written ``is not``, alike up to 256 workers
+    "room": Slip(supervision, ROOM, ROOM.replace("<", "is not"), Supervisor, "_room",
+                 size_problems, "pool_room", "with 257 busy workers started a spare (1 more)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("slip", list(SLIPS.values()), ids=list(SLIPS))
+def test_a_slip_of_a_supervisor_function_is_caught(
+    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch, slip: Slip
 ) -> None:
-    """run_leased's fd5865e5 (the error leaves run_leased) and 53f8ac42 (the worker takes
-    another run after it)."""
-    made = plant_python(monkeypatch, workerpool, old, new)
-    monkeypatch.setattr(workerpool, "run_leased", made.run_leased)
-    said = "a pool worker whose adoption of unheld0 raised an error nobody expects"
-    assert said in text_of_kind(unheld_problems(planted), "pool_bug")
-
-
-def test_a_supervisor_whose_room_is_an_identity_test_is_caught(
-    planted: PoolRunner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """supervision._room's c4892931: ``<`` written ``is not``, alike up to 256 workers."""
-    old = "len(self.workers) < self.settings.max_workers"
-    made = plant_python(monkeypatch, supervision, old, old.replace("<", "is not"))
-    monkeypatch.setattr(supervision.Supervisor, "_room", made.Supervisor._room)
-    said = "with 257 busy workers started a spare (1 more)"
-    assert said in text_of_kind(size_problems(planted), "pool_room")
+    made = plant_python(monkeypatch, slip.module, slip.old, slip.new)
+    owner = made if isinstance(slip.owner, ModuleType) else getattr(made, slip.owner.__name__)
+    monkeypatch.setattr(slip.owner, slip.name, getattr(owner, slip.name))
+    assert slip.said in text_of_kind(slip.check(planted), slip.kind)
